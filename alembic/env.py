@@ -1,0 +1,34 @@
+"""Alembic environment for jobq's own tables (version table: jobq_alembic_version)."""
+
+from __future__ import annotations
+
+import os
+
+import sqlalchemy as sa
+
+from alembic import context
+from jobq.migrations import VERSION_TABLE
+from jobq.schema import metadata
+
+
+def _run(connection: sa.Connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=metadata,
+        version_table=VERSION_TABLE,
+        # SQLite cannot ALTER most things; batch mode copies the table instead.
+        render_as_batch=connection.dialect.name == "sqlite",
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+connection = context.config.attributes.get("connection")
+if connection is not None:
+    _run(connection)
+else:
+    # Plain `alembic -c ...` use: take the URL from the config file or the environment.
+    url = context.config.get_main_option("sqlalchemy.url") or os.environ["JOBQ_DATABASE_URL"]
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        _run(conn)

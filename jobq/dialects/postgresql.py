@@ -1,0 +1,84 @@
+"""PostgreSQL: CTE ... FOR UPDATE SKIP LOCKED, UPDATE ... FROM ... RETURNING, unnest inserts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg
+from sqlalchemy.engine import Connection
+
+from jobq.dialects.base import CAPTURE_ORDER, Dialect, as_column, capturable, queue_filter
+from jobq.schema import tasks
+
+c = tasks.c
+
+# SQLSTATEs: undefined_table, undefined_column.
+_MISSING_SCHEMA = {"42P01", "42703"}
+
+
+class PostgresDialect(Dialect):
+    name = "postgresql"
+    upsert_insert = staticmethod(pg.insert)
+
+    def normalize_url(self, url: sa.URL) -> sa.URL:
+        # psycopg 3 is the driver jobq ships with; plain postgresql:// means it.
+        if url.drivername in ("postgresql", "postgres"):
+            return url.set(drivername="postgresql+psycopg")
+        return url
+
+    def now(self) -> sa.ColumnElement[Any]:
+        return sa.func.now(type_=sa.DateTime(timezone=True))
+
+    def now_plus(self, seconds: sa.ColumnElement[Any] | float) -> sa.ColumnElement[Any]:
+        interval = sa.func.make_interval(0, 0, 0, 0, 0, 0, seconds)
+        return sa.type_coerce(self.now() + interval, sa.DateTime(timezone=True))
+
+    def insert_many(
+        self, conn: Connection, common: dict[str, Any], args_json: Sequence[str]
+    ) -> list[int]:
+        # One statement whatever the batch size: the varying column travels as one text[]
+        # parameter and is unnested server-side; the shared values are bound once.
+        rows = (
+            sa.func.unnest(
+                sa.cast(
+                    sa.bindparam("args_json", list(args_json), type_=pg.ARRAY(sa.Text)),
+                    pg.ARRAY(pg.JSON),
+                )
+            )
+            .table_valued("args", with_ordinality="n")
+            .render_derived()
+        )
+        names = [*common, "args"]
+        select = sa.select(
+            *(as_column(v, tasks.c[k]) for k, v in common.items()), rows.c.args
+        ).order_by(rows.c.n)
+        stmt = sa.insert(tasks).from_select(names, select).returning(c.id)
+        # ids come from the sequence in select order, so sorting restores argument order.
+        return sorted(conn.execute(stmt).scalars())
+
+    def capture_statement(
+        self, *, limit: int, queues: Sequence[str] | None, worker_id: str, lease: float | None
+    ) -> sa.Executable:
+        now = self.now()
+        # A CTE, so the planner cannot re-run the LIMIT subquery per row and claim more
+        # than ``limit``; SKIP LOCKED lets concurrent captures pass each other.
+        picked = (
+            sa.select(c.id)
+            .where(capturable(now), queue_filter(queues))
+            .order_by(*CAPTURE_ORDER)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+            .cte("picked")
+        )
+        stmt = (
+            sa.update(tasks)
+            .where(c.id == picked.c.id)
+            .values(**self.capture_values(worker_id, lease, now))
+            .returning(*tasks.c)
+        )
+        return stmt
+
+    def is_missing_schema(self, error: sa.exc.DBAPIError) -> bool:
+        return getattr(error.orig, "sqlstate", None) in _MISSING_SCHEMA

@@ -1,0 +1,109 @@
+"""SQLite: BEGIN IMMEDIATE, UPDATE ... WHERE id IN (SELECT ... LIMIT n) RETURNING, WAL."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.engine import Connection, Engine
+
+from jobq.dialects.base import (
+    CAPTURE_ORDER,
+    READ_ONLY,
+    Dialect,
+    as_column,
+    capturable,
+    queue_filter,
+)
+from jobq.schema import tasks
+
+c = tasks.c
+
+# The text format SQLAlchemy stores DateTime in, to millisecond precision, so that the
+# database's clock and Python-supplied times compare correctly as strings.
+_TIME_FORMAT = "%Y-%m-%d %H:%M:%f"
+
+
+def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+    # Stop the sqlite3 module from issuing its own BEGIN; _on_begin issues ours.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+    finally:
+        cursor.close()
+
+
+def _on_begin(conn: Connection) -> None:
+    # IMMEDIATE takes the write lock up front: a deferred transaction that reads and
+    # then writes fails with SQLITE_BUSY instead of waiting when another writer is active.
+    if conn.get_execution_options().get(READ_ONLY):
+        conn.exec_driver_sql("BEGIN")
+    else:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+class SQLiteDialect(Dialect):
+    name = "sqlite"
+    upsert_insert = staticmethod(sqlite.insert)
+
+    def engine_options(self, url: sa.URL) -> dict[str, Any]:
+        return {"connect_args": {"timeout": 30}}
+
+    def configure_engine(self, engine: Engine) -> None:
+        if not event.contains(engine, "connect", _on_connect):
+            event.listen(engine, "connect", _on_connect)
+        if not event.contains(engine, "begin", _on_begin):
+            event.listen(engine, "begin", _on_begin)
+
+    def now(self) -> sa.ColumnElement[Any]:
+        return sa.func.strftime(_TIME_FORMAT, "now", type_=sa.DateTime(timezone=True))
+
+    def now_plus(self, seconds: sa.ColumnElement[Any] | float) -> sa.ColumnElement[Any]:
+        # 'now' is stable within one statement, so every use in a statement agrees.
+        modifier = sa.func.printf("%+.6f seconds", seconds)
+        return sa.func.strftime(_TIME_FORMAT, "now", modifier, type_=sa.DateTime(timezone=True))
+
+    def insert_many(
+        self, conn: Connection, common: dict[str, Any], args_json: Sequence[str]
+    ) -> list[int]:
+        # One statement per batch: the args travel as one JSON array parameter and
+        # json_each unrolls it in order; the shared values are bound once.
+        rows = sa.func.json_each(
+            sa.bindparam("args_json", "[" + ",".join(args_json) + "]", type_=sa.Text)
+        ).table_valued("key", "value")
+        names = [*common, "args"]
+        select = sa.select(
+            *(as_column(v, tasks.c[k]) for k, v in common.items()), rows.c.value
+        ).order_by(rows.c.key)
+        stmt = sa.insert(tasks).from_select(names, select).returning(c.id)
+        return sorted(conn.execute(stmt).scalars())
+
+    def capture_statement(
+        self, *, limit: int, queues: Sequence[str] | None, worker_id: str, lease: float | None
+    ) -> sa.Executable:
+        # The engine's BEGIN IMMEDIATE already serialises writers, so one UPDATE with a
+        # LIMIT subquery is atomic.
+        now = self.now()
+        picked = (
+            sa.select(c.id)
+            .where(capturable(now), queue_filter(queues))
+            .order_by(*CAPTURE_ORDER)
+            .limit(limit)
+        )
+        stmt = (
+            sa.update(tasks)
+            .where(c.id.in_(picked))
+            .values(**self.capture_values(worker_id, lease, now))
+            .returning(*tasks.c)
+        )
+        return stmt
+
+    def is_missing_schema(self, error: sa.exc.DBAPIError) -> bool:
+        message = str(error.orig)
+        return message.startswith(("no such table: jobq_", "no such column"))

@@ -1,0 +1,35 @@
+"""The exceptions jobq raises; each class's docstring is its default message."""
+
+from __future__ import annotations
+
+
+class JobqError(Exception):
+    """jobq failed."""
+
+    def __init__(self, message: str | None = None, **context: object) -> None:
+        self.context = context
+        super().__init__(message or (self.__doc__ or "").strip().format(**context))
+
+
+class InvalidDatabaseURL(JobqError, ValueError):
+    """The database URL {url!r} is not valid: {reason}"""
+
+
+class DatabaseUnavailable(JobqError):
+    """Cannot connect to database {database!r} on {host}: {reason}"""
+
+
+class SchemaNotMigrated(JobqError):
+    """The jobq tables are missing or out of date in database {database!r}; run `jobq migrate`."""
+
+
+class InvalidTaskArguments(JobqError, TypeError):
+    """Argument {argument!r} of task {task!r} is not JSON-serialisable: {reason}"""
+
+
+class InvalidOption(JobqError, ValueError):
+    """Option {option!r} is invalid: {reason}"""
+
+
+class UnknownStatus(JobqError, ValueError):
+    """Unknown status {status!r}; expected one of: {expected}"""

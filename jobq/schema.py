@@ -1,0 +1,79 @@
+"""The jobq tables as SQLAlchemy Core metadata; Alembic revisions must match it exactly."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from jobq.dialects.types import BigId, partial_index
+from jobq.tasks import Status
+
+metadata = sa.MetaData()
+
+STATUSES = tuple(s.value for s in Status)
+
+tasks = sa.Table(
+    "jobq_tasks",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("queue_id", sa.String(255), nullable=False, server_default="default"),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("args", sa.JSON(), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False, server_default=Status.QUEUED.value),
+    sa.Column("priority", sa.Integer(), nullable=False, server_default="0"),
+    sa.Column("run_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("retries_left", sa.Integer(), nullable=False),
+    # The fencing token: incremented by every capture, checked by every later write.
+    sa.Column("attempt", sa.Integer(), nullable=False, server_default="0"),
+    # Seconds a capture holds the task before its lease expires.
+    sa.Column("lease", sa.Float(), nullable=False, server_default="30"),
+    # Seconds the task may run; NULL means no limit.
+    sa.Column("timeout", sa.Float(), nullable=True),
+    sa.Column("locked_by", sa.String(255), nullable=True),
+    sa.Column("locked_until", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("unique_key", sa.String(255), nullable=True),
+    sa.Column("lock_key", sa.String(255), nullable=True),
+    sa.Column("result", sa.JSON(), nullable=True),
+    sa.Column("error", sa.Text(), nullable=True),
+    # A cron row: it cycles done -> in_progress -> done instead of finishing.
+    sa.Column("recurring", sa.Boolean(), nullable=False, server_default=sa.false()),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
+    sa.CheckConstraint(sa.column("status").in_(STATUSES), name="jobq_tasks_status_valid"),
+    sa.CheckConstraint("retries_left >= 0", name="jobq_tasks_retries_left_nonnegative"),
+)
+
+c = tasks.c
+
+#: Rows that capture may ever take, now or later. Terminal rows (done, terminal failed,
+#: cancelled) fall out of every index built on it, so capture stays an index scan however
+#: many finished rows the table holds. Capture repeats this predicate verbatim as one of
+#: its AND terms, which is what lets SQLite (and PostgreSQL) pick the partial index.
+ACTIVE = sa.or_(
+    c.status == Status.QUEUED.value,
+    sa.and_(c.status == Status.FAILED.value, c.retries_left > 0),
+    c.status == Status.IN_PROGRESS.value,
+    sa.and_(c.status == Status.DONE.value, c.recurring),
+)
+
+#: Rows that hold their unique_key: waiting, running, or waiting for a retry.
+HOLDS_UNIQUE_KEY = sa.and_(
+    c.unique_key.is_not(None),
+    sa.or_(
+        c.status == Status.QUEUED.value,
+        c.status == Status.IN_PROGRESS.value,
+        sa.and_(c.status == Status.FAILED.value, c.retries_left > 0),
+    ),
+)
+
+partial_index(
+    "jobq_tasks_capture",
+    c.queue_id,
+    sa.text("priority DESC"),
+    c.run_at,
+    c.id,
+    where=ACTIVE,
+)
+partial_index("jobq_tasks_unique_key", c.unique_key, where=HOLDS_UNIQUE_KEY, unique=True)
+partial_index("jobq_tasks_lease_expiry", c.locked_until, where=c.status == Status.IN_PROGRESS.value)
+sa.Index("jobq_tasks_finished_at", c.finished_at)

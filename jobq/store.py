@@ -1,0 +1,526 @@
+"""Store: the only code that executes SQL about tasks.
+
+Every method is one short transaction (or joins the caller's, given ``connection``).
+Writes about a captured run are fenced by its attempt number: they apply only while
+the row is still in_progress with that attempt, and report whether they did.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from jobq import migrations
+from jobq.dialects import Dialect, dialect_named, supported
+from jobq.dialects.base import READ_ONLY
+from jobq.errors import (
+    DatabaseUnavailable,
+    InvalidDatabaseURL,
+    InvalidOption,
+    SchemaNotMigrated,
+)
+from jobq.payload import check_result, encode_args
+from jobq.retry import Backoff, ExponentialBackoff
+from jobq.schema import tasks
+from jobq.tasks import Status, Task, as_utc
+
+c = tasks.c
+
+DEFAULT_DATABASE_URL = "sqlite:///jobq.db"
+_MAX_KEY = 255
+# enqueue_many sends at most this many rows per statement.
+_BATCH = 5000
+# heartbeat names at most this many (id, attempt) pairs per statement.
+_HEARTBEAT_CHUNK = 500
+
+
+def database_url(explicit: str | sa.URL | None = None) -> str | sa.URL:
+    """The URL to use: ``explicit``, else $JOBQ_DATABASE_URL, else sqlite:///jobq.db."""
+    return explicit or os.environ.get("JOBQ_DATABASE_URL") or DEFAULT_DATABASE_URL
+
+
+class Store:
+    """Tasks in SQL rows: enqueue, capture, set_status, heartbeat, rescue, prune."""
+
+    def __init__(
+        self, url_or_engine: str | sa.URL | Engine | None = None, *, backoff: Backoff | None = None
+    ) -> None:
+        if isinstance(url_or_engine, Engine):
+            engine = url_or_engine
+            self.dialect = _dialect_for(engine.url)
+        else:
+            url = _parse_url(database_url(url_or_engine))
+            self.dialect = _dialect_for(url)
+            url = self.dialect.normalize_url(url)
+            try:
+                engine = sa.create_engine(url, **self.dialect.engine_options(url))
+            except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as error:
+                raise InvalidDatabaseURL(url=_safe(url), reason=error) from None
+        self.dialect.configure_engine(engine)
+        self.engine: Engine = engine
+        #: Chooses the delay before a failed task's retry when set_status is not told.
+        self.backoff: Backoff = backoff or ExponentialBackoff()
+
+    def __repr__(self) -> str:
+        return f"Store({_safe(self.engine.url)!r})"
+
+    def dispose(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()
+
+    def migrate(self) -> None:
+        """Create or upgrade jobq's tables to the newest revision (Alembic upgrade head)."""
+        with self._unit() as conn:
+            migrations.upgrade(conn)
+
+    # --- enqueue --------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        name: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        queue: str = "default",
+        priority: int = 0,
+        run_at: datetime | None = None,
+        delay: float | None = None,
+        retries: int = 3,
+        timeout: float | None = None,
+        lease: float = 30,
+        unique_key: str | None = None,
+        lock_key: str | None = None,
+        connection: Connection | None = None,
+    ) -> int:
+        """Add one task and return its id; with ``unique_key``, the id of the task holding it.
+
+        Given ``connection``, the row is written in the caller's transaction and commits or
+        rolls back with it.
+        """
+        encode_args(name, args)
+        values = self._new_row(
+            name, queue, priority, run_at, delay, retries, timeout, lease, unique_key, lock_key
+        )
+        values["args"] = dict(args or {})
+        with self._unit(connection) as conn:
+            if unique_key is None:
+                return self.dialect.insert_one(conn, values)
+            # Insert-or-find, repeated in case the holder finishes between the two.
+            for _ in range(100):
+                task_id = self.dialect.insert_unique(conn, values)
+                if task_id is None:
+                    task_id = self.dialect.holder_of(conn, unique_key)
+                if task_id is not None:
+                    return task_id
+            raise RuntimeError(f"unique_key {unique_key!r} kept changing hands; try again")
+
+    def enqueue_many(
+        self,
+        name: str,
+        args_list: Iterable[Mapping[str, Any] | None],
+        *,
+        queue: str = "default",
+        priority: int = 0,
+        run_at: datetime | None = None,
+        delay: float | None = None,
+        retries: int = 3,
+        timeout: float | None = None,
+        lease: float = 30,
+        unique_key: str | None = None,
+        lock_key: str | None = None,
+        connection: Connection | None = None,
+    ) -> list[int]:
+        """Add one task per entry of ``args_list`` sharing the options; their ids, in order.
+
+        Rows travel in one statement per batch of 5,000. With ``unique_key``, all entries
+        name the same task, so every id returned is that one task's.
+        """
+        args_list = list(args_list)
+        encoded = [encode_args(name, args) for args in args_list]
+        options = dict(
+            queue=queue, priority=priority, run_at=run_at, delay=delay, retries=retries,
+            timeout=timeout, lease=lease, lock_key=lock_key, connection=connection,
+        )  # fmt: skip
+        if not args_list:
+            return []
+        if unique_key is not None:
+            task_id = self.enqueue(name, args_list[0], unique_key=unique_key, **options)  # type: ignore[arg-type]
+            return [task_id] * len(args_list)
+        values = self._new_row(
+            name, queue, priority, run_at, delay, retries, timeout, lease, None, lock_key
+        )
+        ids: list[int] = []
+        with self._unit(connection) as conn:
+            for start in range(0, len(encoded), _BATCH):
+                ids += self.dialect.insert_many(conn, values, encoded[start : start + _BATCH])
+        return ids
+
+    def _new_row(
+        self,
+        name: str,
+        queue: str,
+        priority: int,
+        run_at: datetime | None,
+        delay: float | None,
+        retries: int,
+        timeout: float | None,
+        lease: float,
+        unique_key: str | None,
+        lock_key: str | None,
+    ) -> dict[str, Any]:
+        """The validated column values of a new task, everything but its args."""
+        _check_key("name", name, required=True)
+        _check_key("queue", queue, required=True)
+        _check_key("unique_key", unique_key)
+        _check_key("lock_key", lock_key)
+        _check_int("priority", priority)
+        _check_int("retries", retries, minimum=0)
+        _check_seconds("lease", lease, positive=True)
+        if timeout is not None:
+            _check_seconds("timeout", timeout, positive=True)
+        if run_at is not None and delay is not None:
+            raise InvalidOption(option="run_at", reason="give run_at or delay, not both")
+        if run_at is not None:
+            if not isinstance(run_at, datetime):
+                raise InvalidOption(option="run_at", reason=f"{run_at!r} is not a datetime")
+            when: Any = as_utc(run_at)
+        elif delay is not None:
+            _check_seconds("delay", delay)
+            when = self.dialect.now_plus(float(delay))
+        else:
+            when = self.dialect.now()
+        return {
+            "name": name,
+            "queue_id": queue,
+            "status": Status.QUEUED.value,
+            "priority": priority,
+            "run_at": when,
+            "retries_left": retries,
+            "attempt": 0,
+            "lease": float(lease),
+            "timeout": None if timeout is None else float(timeout),
+            "unique_key": unique_key,
+            "lock_key": lock_key,
+            "recurring": False,
+            "created_at": self.dialect.now(),
+        }
+
+    # --- capture and the fenced writes ----------------------------------------------
+
+    def capture(
+        self,
+        limit: int,
+        *,
+        queues: Sequence[str] | str | None = None,
+        worker_id: str,
+        lease: float | None = None,
+    ) -> list[Task]:
+        """Atomically move at most ``limit`` capturable tasks to in_progress for ``worker_id``.
+
+        Order: highest priority, then earliest run_at, then lowest id. ``lease`` overrides
+        each task's own lease seconds. Each returned task carries its new ``attempt``.
+        """
+        _check_int("limit", limit, minimum=0)
+        _check_key("worker_id", worker_id, required=True)
+        if lease is not None:
+            _check_seconds("lease", lease, positive=True)
+        queue_list = _queue_list(queues)
+        if limit == 0 or queue_list == []:
+            return []
+        with self._unit() as conn:
+            rows = self.dialect.capture(
+                conn, limit=limit, queues=queue_list, worker_id=worker_id, lease=lease
+            )
+        captured = [Task.from_row(row) for row in rows]
+        captured.sort(key=lambda t: (-t.priority, t.run_at, t.id))
+        return captured
+
+    def set_status(
+        self,
+        id: int,
+        attempt: int,
+        status: Status | str,
+        *,
+        result: Any = None,
+        error: str | None = None,
+        run_at: datetime | None = None,
+        retry_delay: float | None = None,
+        connection: Connection | None = None,
+    ) -> bool:
+        """End run ``attempt`` of task ``id``; True if it applied, False if the run was stale.
+
+        - done: stores ``result``.
+        - failed: with retries left, the task returns at ``run_at``, else after
+          ``retry_delay`` seconds, else after the Store's backoff; with none left it is
+          terminal. ``error`` is stored either way.
+        - queued: a release; back to the queue (at ``run_at`` or after ``retry_delay``)
+          without spending a retry.
+        - cancelled: terminal.
+        """
+        status = Status.parse(status)
+        _check_int("id", id)
+        _check_int("attempt", attempt, minimum=1)
+        if status is Status.IN_PROGRESS:
+            raise InvalidOption(option="status", reason="only capture moves a task to in_progress")
+        if run_at is not None and retry_delay is not None:
+            raise InvalidOption(option="run_at", reason="give run_at or retry_delay, not both")
+        if retry_delay is not None:
+            _check_seconds("retry_delay", retry_delay)
+        if error is not None and not isinstance(error, str):
+            raise InvalidOption(option="error", reason=f"{error!r} is not a string")
+        if result is not None:
+            check_result(result)
+        values = self._end_of_run(status, attempt, result, error, run_at, retry_delay)
+        stmt = (
+            sa.update(tasks)
+            .where(c.id == id, c.status == Status.IN_PROGRESS.value, c.attempt == attempt)
+            .values(**values)
+        )
+        with self._unit(connection) as conn:
+            return conn.execute(stmt).rowcount == 1
+
+    def _end_of_run(
+        self,
+        status: Status,
+        attempt: int,
+        result: Any,
+        error: str | None,
+        run_at: datetime | None,
+        retry_delay: float | None,
+    ) -> dict[str, Any]:
+        now = self.dialect.now()
+        values: dict[str, Any] = {"status": status.value, "locked_by": None, "locked_until": None}
+        if run_at is not None:
+            next_run: Any = as_utc(run_at)
+        elif retry_delay is not None:
+            next_run = self.dialect.now_plus(float(retry_delay))
+        elif status is Status.FAILED:
+            next_run = self.dialect.now_plus(self.backoff.delay(attempt))
+        else:
+            next_run = now
+        if status is Status.DONE:
+            values.update(result=result, error=None, finished_at=now)
+        elif status is Status.FAILED:
+            has_retries = c.retries_left > 0
+            values.update(
+                error=error,
+                run_at=sa.case((has_retries, next_run), else_=c.run_at),
+                finished_at=sa.case((has_retries, sa.null()), else_=now),
+            )
+        elif status is Status.QUEUED:
+            values.update(run_at=next_run)
+        else:  # cancelled
+            values.update(error=error, finished_at=now)
+        return values
+
+    def heartbeat(
+        self, worker_id: str, owned: Iterable[tuple[int, int]], lease: float | None = None
+    ) -> set[int]:
+        """Extend the leases of the runs in ``owned`` (id, attempt) still held by ``worker_id``.
+
+        Returns the ids it extended; a run missing from the answer was lost (its lease
+        expired and it was rescued or captured again) and must not write its outcome.
+        """
+        _check_key("worker_id", worker_id, required=True)
+        if lease is not None:
+            _check_seconds("lease", lease, positive=True)
+        pairs = [(int(i), int(a)) for i, a in owned]
+        if not pairs:
+            return set()
+        lease_seconds = c.lease if lease is None else sa.literal(float(lease))
+        extended: set[int] = set()
+        with self._unit() as conn:
+            for start in range(0, len(pairs), _HEARTBEAT_CHUNK):
+                stmt = (
+                    sa.update(tasks)
+                    .where(
+                        c.status == Status.IN_PROGRESS.value,
+                        c.locked_by == worker_id,
+                        sa.tuple_(c.id, c.attempt).in_(pairs[start : start + _HEARTBEAT_CHUNK]),
+                    )
+                    .values(locked_until=self.dialect.now_plus(lease_seconds))
+                )
+                extended |= self.dialect.update_returning_ids(conn, stmt)
+        return extended
+
+    def cancel(self, id: int) -> bool:
+        """Cancel task ``id`` if it is waiting (queued, or failed with retries left)."""
+        _check_int("id", id)
+        stmt = (
+            sa.update(tasks)
+            .where(
+                c.id == id,
+                sa.or_(
+                    c.status == Status.QUEUED.value,
+                    sa.and_(c.status == Status.FAILED.value, c.retries_left > 0),
+                ),
+                sa.not_(c.recurring),
+            )
+            .values(status=Status.CANCELLED.value, finished_at=self.dialect.now())
+        )
+        with self._unit() as conn:
+            return conn.execute(stmt).rowcount == 1
+
+    # --- maintenance ----------------------------------------------------------------
+
+    def rescue(self) -> int:
+        """Fail every in_progress task whose lease expired ('lease expired'); how many."""
+        now = self.dialect.now()
+        has_retries = c.retries_left > 0
+        stmt = (
+            sa.update(tasks)
+            .where(c.status == Status.IN_PROGRESS.value, c.locked_until < now)
+            .values(
+                status=Status.FAILED.value,
+                error="lease expired",
+                locked_by=None,
+                locked_until=None,
+                run_at=sa.case((has_retries, now), else_=c.run_at),
+                finished_at=sa.case((has_retries, sa.null()), else_=now),
+            )
+        )
+        with self._unit() as conn:
+            return conn.execute(stmt).rowcount
+
+    def prune(self, older_than: float | timedelta) -> int:
+        """Delete finished tasks (done, terminal failed, cancelled) older than that; how many."""
+        seconds = older_than.total_seconds() if isinstance(older_than, timedelta) else older_than
+        _check_seconds("older_than", seconds)
+        stmt = sa.delete(tasks).where(
+            c.finished_at.is_not(None),
+            c.finished_at < self.dialect.now_plus(-float(seconds)),
+            c.status.in_([s.value for s in (Status.DONE, Status.FAILED, Status.CANCELLED)]),
+            sa.not_(c.recurring),
+        )
+        with self._unit() as conn:
+            return conn.execute(stmt).rowcount
+
+    # --- reading --------------------------------------------------------------------
+
+    def get(self, id: int) -> Task | None:
+        """Task ``id`` as it is now, or None."""
+        _check_int("id", id)
+        with self._unit(read_only=True) as conn:
+            row = conn.execute(sa.select(tasks).where(c.id == id)).first()
+        return None if row is None else Task.from_row(row)
+
+    def counts(self) -> dict[tuple[str, Status], int]:
+        """How many tasks each (queue, status) holds."""
+        stmt = sa.select(c.queue_id, c.status, sa.func.count()).group_by(c.queue_id, c.status)
+        with self._unit(read_only=True) as conn:
+            return {(q, Status(s)): n for q, s, n in conn.execute(stmt)}
+
+    # --- plumbing -------------------------------------------------------------------
+
+    @contextmanager
+    def _unit(
+        self, connection: Connection | None = None, *, read_only: bool = False
+    ) -> Iterator[Connection]:
+        """A connection in a transaction: the caller's as it is, or a new one committed on exit."""
+        if connection is not None:
+            with self._translated():
+                yield connection
+            return
+        try:
+            conn = self.engine.connect()
+        except sa.exc.DBAPIError as error:
+            raise self._unavailable(error) from None
+        with conn, self._translated():
+            if read_only:
+                conn.execution_options(**{READ_ONLY: True})
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        """Turn driver errors that mean 'not migrated' or 'cannot reach' into jobq's."""
+        try:
+            yield
+        except sa.exc.DBAPIError as error:
+            if self.dialect.is_missing_schema(error):
+                raise SchemaNotMigrated(database=self.engine.url.database) from None
+            if error.connection_invalidated:
+                raise self._unavailable(error) from None
+            raise
+
+    def _unavailable(self, error: sa.exc.DBAPIError) -> DatabaseUnavailable:
+        url = self.engine.url
+        reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
+        if url.password:
+            reason = reason.replace(str(url.password), "***")
+        host = f"{url.host}:{url.port}" if url.port else url.host or "this machine"
+        return DatabaseUnavailable(database=url.database, host=host, reason=reason)
+
+
+def _parse_url(url: str | sa.URL) -> sa.URL:
+    try:
+        return sa.make_url(url)
+    except sa.exc.ArgumentError:
+        raise InvalidDatabaseURL(
+            url=_safe(url), reason="expected dialect://user:password@host:port/database"
+        ) from None
+
+
+def _safe(url: str | sa.URL) -> str:
+    """The URL with its password masked."""
+    if isinstance(url, sa.URL):
+        return url.render_as_string(hide_password=True)
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        # Unparseable: mask anything between ':' and '@' of the authority.
+        head, sep, tail = url.partition("@")
+        return (head.rsplit(":", 1)[0] + ":***@" + tail) if sep and ":" in head else url
+
+
+def _dialect_for(url: sa.URL) -> Dialect:
+    dialect = dialect_named(url.get_backend_name())
+    if dialect is None:
+        raise InvalidDatabaseURL(
+            url=_safe(url),
+            reason=f"jobq does not run on {url.get_backend_name()!r}; "
+            f"supported: {', '.join(supported())}",
+        )
+    return dialect
+
+
+def _queue_list(queues: Sequence[str] | str | None) -> list[str] | None:
+    if queues is None:
+        return None
+    if isinstance(queues, str):
+        queues = [queues]
+    queue_list = list(queues)
+    for queue in queue_list:
+        _check_key("queues", queue, required=True)
+    return queue_list
+
+
+def _check_int(option: str, value: Any, *, minimum: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidOption(option=option, reason=f"{value!r} is not an integer")
+    if minimum is not None and value < minimum:
+        raise InvalidOption(option=option, reason=f"{value} is below {minimum}")
+
+
+def _check_seconds(option: str, value: Any, *, positive: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidOption(option=option, reason=f"{value!r} is not a number of seconds")
+    if value < 0 or (positive and value == 0):
+        raise InvalidOption(
+            option=option, reason=f"{value} must be {'positive' if positive else 'non-negative'}"
+        )
+
+
+def _check_key(option: str, value: Any, *, required: bool = False) -> None:
+    if value is None and not required:
+        return
+    if not isinstance(value, str) or not value:
+        raise InvalidOption(option=option, reason=f"{value!r} is not a non-empty string")
+    if len(value) > _MAX_KEY:
+        raise InvalidOption(option=option, reason=f"longer than {_MAX_KEY} characters")
