@@ -1,0 +1,98 @@
+"""Real databases for the tests: SQLite always, PostgreSQL when JOBQ_TEST_POSTGRES_URL is set.
+
+A service named in JOBQ_TEST_REQUIRE (CI sets it) fails the test instead of skipping.
+PostgreSQL tests run in a schema of their own per test session, so they never touch
+other tables in the database they are given.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+import jobq
+
+BACKENDS = ["sqlite", "postgresql"]
+ENV = {"postgresql": "JOBQ_TEST_POSTGRES_URL"}
+
+
+def required() -> set[str]:
+    return {s.strip() for s in os.environ.get("JOBQ_TEST_REQUIRE", "").split(",") if s.strip()}
+
+
+def missing(backend: str) -> None:
+    """Skip for want of ``backend``, or fail when the run requires it."""
+    reason = f"{backend} not configured: set {ENV[backend]}"
+    if backend in required():
+        pytest.fail(f"{reason} (required by JOBQ_TEST_REQUIRE)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A URL whose search_path is a fresh schema, dropped at the end of the session."""
+    base = os.environ.get(ENV["postgresql"])
+    if not base:
+        missing("postgresql")
+    schema = f"jobq_test_{uuid.uuid4().hex[:8]}"
+    url = sa.make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
+    admin = sa.create_engine(base)
+    try:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    except sa.exc.OperationalError as error:
+        if "postgresql" in required():
+            raise
+        pytest.skip(f"postgresql unreachable: {error.orig}")
+    yield url.render_as_string(hide_password=False)
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+    admin.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def empty_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A URL of a database with no jobq tables in it."""
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'jobq.db'}"
+        return
+    url = request.getfixturevalue("postgres_url")
+    _drop_jobq_tables(url)
+    yield url
+    _drop_jobq_tables(url)
+
+
+@pytest.fixture
+def db_url(empty_url: str) -> str:
+    """A URL of a freshly migrated database."""
+    store = jobq.Store(empty_url)
+    store.migrate()
+    store.dispose()
+    return empty_url
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[jobq.Store]:
+    s = jobq.Store(db_url)
+    yield s
+    s.dispose()
+
+
+def _drop_jobq_tables(url: str) -> None:
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        names = sa.inspect(conn).get_table_names()
+        for name in names:
+            if name.startswith("jobq_"):
+                conn.exec_driver_sql(f"DROP TABLE {name} CASCADE")
+    engine.dispose()

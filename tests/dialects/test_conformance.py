@@ -1,0 +1,470 @@
+"""The Store's contract, run unchanged on every database (see conftest's backends)."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import sqlalchemy as sa
+
+import jobq
+from jobq import Status
+from tests.helpers import all_rows, expire_lease, set_columns
+
+PAST = datetime(2020, 1, 1, tzinfo=UTC)
+
+
+def capture_one(store: jobq.Store, worker: str = "w1", **kw: object) -> jobq.Task:
+    captured = store.capture(1, worker_id=worker, **kw)  # type: ignore[arg-type]
+    assert len(captured) == 1, captured
+    return captured[0]
+
+
+# --- enqueue ---------------------------------------------------------------------------
+
+
+def test_enqueue_writes_a_queued_row_with_defaults(store: jobq.Store) -> None:
+    task_id = store.enqueue("send", {"to": "a@example.com", "n": [1, 2, {"x": None}]})
+    task = store.get(task_id)
+    assert task is not None
+    assert task.name == "send"
+    assert task.args == {"to": "a@example.com", "n": [1, 2, {"x": None}]}
+    assert task.status is Status.QUEUED
+    assert (task.queue_id, task.priority, task.attempt, task.retries_left) == ("default", 0, 0, 3)
+    assert task.lease == 30 and task.timeout is None and not task.recurring
+    assert task.locked_by is None and task.locked_until is None
+    assert task.created_at is not None and task.created_at.tzinfo is not None
+    assert task.run_at.tzinfo is not None
+    assert abs((task.run_at - task.created_at).total_seconds()) < 1
+
+
+def test_enqueue_stores_every_option(store: jobq.Store) -> None:
+    when = datetime(2031, 5, 6, 7, 8, 9, 123000, tzinfo=UTC)
+    task_id = store.enqueue(
+        "t", {}, queue="emails", priority=7, run_at=when, retries=5, timeout=2.5, lease=12,
+        unique_key="u1", lock_key="ledger:1",
+    )  # fmt: skip
+    task = store.get(task_id)
+    assert task is not None
+    assert (task.queue_id, task.priority, task.retries_left) == ("emails", 7, 5)
+    assert (task.timeout, task.lease, task.unique_key, task.lock_key) == (2.5, 12, "u1", "ledger:1")
+    assert task.run_at == when
+
+
+def test_naive_run_at_is_taken_as_utc(store: jobq.Store) -> None:
+    task_id = store.enqueue("t", {}, run_at=datetime(2030, 1, 1, 12, 0))
+    task = store.get(task_id)
+    assert task is not None and task.run_at == datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def test_enqueue_many_returns_ids_in_argument_order(store: jobq.Store) -> None:
+    args = [{"i": i} for i in range(12_345)]
+    ids = store.enqueue_many("bulk", args, queue="q", priority=3, retries=1)
+    assert len(ids) == len(set(ids)) == len(args)
+    rows = {r["id"]: r for r in all_rows(store)}
+    assert [rows[i]["args"] for i in ids] == args
+    assert {(r["queue_id"], r["priority"], r["retries_left"]) for r in rows.values()} == {
+        ("q", 3, 1)
+    }
+    assert store.enqueue_many("bulk", []) == []
+
+
+def test_enqueue_many_with_delay_uses_database_clock(store: jobq.Store) -> None:
+    store.enqueue_many("later", [{}, {}], delay=3600)
+    assert store.capture(10, worker_id="w") == []
+
+
+# --- unique_key ------------------------------------------------------------------------
+
+
+def test_unique_key_returns_the_holder_while_it_is_pending(store: jobq.Store) -> None:
+    first = store.enqueue("t", {"v": 1}, unique_key="k")
+    assert store.enqueue("t", {"v": 2}, unique_key="k") == first
+    assert store.enqueue("t", {}, unique_key="other") != first
+    task = capture_one(store)
+    assert store.enqueue("t", {}, unique_key="k") == first  # in progress still holds it
+    store.set_status(task.id, task.attempt, Status.FAILED, retry_delay=3600)
+    assert store.enqueue("t", {}, unique_key="k") == first  # waiting for its retry
+    set_columns(store, first, run_at=PAST)
+    task = capture_one(store)
+    store.set_status(task.id, task.attempt, Status.DONE)
+    second = store.enqueue("t", {}, unique_key="k")  # done releases the key
+    assert second != first
+    assert store.get(first).args == {"v": 1}  # type: ignore[union-attr]
+
+
+def test_unique_key_is_released_by_terminal_failure(store: jobq.Store) -> None:
+    first = store.enqueue("t", {}, unique_key="k", retries=0)
+    task = capture_one(store)
+    store.set_status(task.id, task.attempt, Status.FAILED, error="boom")
+    assert store.enqueue("t", {}, unique_key="k") != first
+
+
+def test_enqueue_many_with_unique_key_names_one_task(store: jobq.Store) -> None:
+    ids = store.enqueue_many("t", [{"a": 1}, {"a": 2}, {"a": 3}], unique_key="one")
+    assert len(set(ids)) == 1 and len(ids) == 3
+    assert len(all_rows(store)) == 1
+
+
+# --- transactions owned by the caller -------------------------------------------------
+
+
+def test_enqueue_in_the_callers_transaction_rolls_back_with_it(store: jobq.Store) -> None:
+    with store.engine.connect() as conn:
+        tx = conn.begin()
+        task_id = store.enqueue("t", {}, connection=conn)
+        ids = store.enqueue_many("t", [{}, {}], connection=conn)
+        tx.rollback()
+    assert store.get(task_id) is None
+    assert all(store.get(i) is None for i in ids)
+    assert all_rows(store) == []
+
+
+def test_enqueue_in_the_callers_transaction_commits_with_it(store: jobq.Store) -> None:
+    with store.engine.connect() as conn, conn.begin():
+        task_id = store.enqueue("t", {}, connection=conn)
+    assert store.get(task_id) is not None
+
+
+def test_set_status_in_the_callers_transaction_rolls_back_with_it(store: jobq.Store) -> None:
+    store.enqueue("t", {})
+    task = capture_one(store)
+    with store.engine.connect() as conn:
+        tx = conn.begin()
+        assert store.set_status(task.id, task.attempt, Status.DONE, connection=conn)
+        tx.rollback()
+    assert store.get(task.id).status is Status.IN_PROGRESS  # type: ignore[union-attr]
+
+
+# --- capture ---------------------------------------------------------------------------
+
+
+def test_capture_takes_the_row_and_sets_the_lease(store: jobq.Store) -> None:
+    task_id = store.enqueue("t", {"a": 1}, lease=45)
+    task = capture_one(store, "worker-a")
+    assert (task.id, task.status, task.attempt, task.locked_by) == (
+        task_id, Status.IN_PROGRESS, 1, "worker-a",
+    )  # fmt: skip
+    assert task.retries_left == 3  # a first run spends nothing
+    assert task.args == {"a": 1}
+    assert task.started_at is not None and task.locked_until is not None
+    held = (task.locked_until - task.started_at).total_seconds()
+    assert 44 <= held <= 46
+    assert store.capture(5, worker_id="worker-b") == []
+
+
+def test_capture_lease_argument_overrides_the_rows_lease(store: jobq.Store) -> None:
+    store.enqueue("t", {}, lease=45)
+    task = capture_one(store, lease=5)
+    assert 4 <= (task.locked_until - task.started_at).total_seconds() <= 6  # type: ignore[operator]
+
+
+def test_capture_never_takes_more_than_limit(store: jobq.Store) -> None:
+    store.enqueue_many("t", [{}] * 10)
+    assert len(store.capture(3, worker_id="w")) == 3
+    assert len(store.capture(0, worker_id="w")) == 0
+    assert len(store.capture(100, worker_id="w")) == 7
+
+
+def test_capture_orders_by_priority_then_run_at_then_id(store: jobq.Store) -> None:
+    t0 = datetime(2021, 1, 1, tzinfo=UTC)
+    late_low = store.enqueue("a", {}, priority=0, run_at=t0 + timedelta(hours=2))
+    early_low_1 = store.enqueue("b", {}, priority=0, run_at=t0)
+    early_low_2 = store.enqueue("c", {}, priority=0, run_at=t0)
+    high = store.enqueue("d", {}, priority=10, run_at=t0 + timedelta(hours=5))
+    negative = store.enqueue("e", {}, priority=-1, run_at=t0 - timedelta(days=1))
+    expected = [high, early_low_1, early_low_2, late_low, negative]
+    assert [t.id for t in store.capture(10, worker_id="w")] == expected
+
+
+def test_capture_one_at_a_time_follows_the_same_order(store: jobq.Store) -> None:
+    ids = [store.enqueue("t", {}, priority=p, run_at=PAST) for p in (1, 3, 2, 3)]
+    order = [capture_one(store).id for _ in ids]
+    assert order == [ids[1], ids[3], ids[2], ids[0]]
+
+
+def test_capture_skips_tasks_not_yet_due(store: jobq.Store) -> None:
+    store.enqueue("later", {}, delay=3600)
+    store.enqueue("future", {}, run_at=datetime.now(UTC) + timedelta(hours=1))
+    now_id = store.enqueue("now", {})
+    assert [t.id for t in store.capture(10, worker_id="w")] == [now_id]
+
+
+def test_delay_is_measured_on_the_database_clock(store: jobq.Store) -> None:
+    task_id = store.enqueue("soon", {}, delay=1)
+    assert store.capture(1, worker_id="w") == []
+    time.sleep(1.3)
+    assert [t.id for t in store.capture(1, worker_id="w")] == [task_id]
+
+
+def test_queues_partition_capture(store: jobq.Store) -> None:
+    a = store.enqueue("t", {}, queue="a")
+    b = store.enqueue("t", {}, queue="b")
+    c = store.enqueue("t", {}, queue="c")
+    assert store.capture(10, worker_id="w", queues=[]) == []
+    assert [t.id for t in store.capture(10, worker_id="w", queues=["a"])] == [a]
+    assert [t.id for t in store.capture(10, worker_id="w", queues="b")] == [b]
+    assert store.capture(10, worker_id="w", queues=["a", "b"]) == []
+    assert [t.id for t in store.capture(10, worker_id="w")] == [c]
+
+
+# --- set_status ------------------------------------------------------------------------
+
+
+def test_done_stores_the_result_and_finishes(store: jobq.Store) -> None:
+    store.enqueue("t", {})
+    task = capture_one(store)
+    assert store.set_status(task.id, task.attempt, Status.DONE, result={"sum": 3})
+    done = store.get(task.id)
+    assert done is not None
+    assert (done.status, done.result, done.error) == (Status.DONE, {"sum": 3}, None)
+    assert done.finished_at is not None and done.locked_by is None and done.locked_until is None
+    assert store.capture(1, worker_id="w") == []
+    # The run is over: a second write about it is refused.
+    assert not store.set_status(task.id, task.attempt, Status.FAILED, error="late")
+    assert store.get(task.id) == done
+
+
+def test_scalar_results_round_trip(store: jobq.Store) -> None:
+    for value in (5, "text", [1, "a"], 2.5, True):
+        store.enqueue("t", {})
+        task = capture_one(store)
+        store.set_status(task.id, task.attempt, "done", result=value)
+        assert store.get(task.id).result == value  # type: ignore[union-attr]
+
+
+def test_failure_with_retries_left_comes_back_and_spends_one(store: jobq.Store) -> None:
+    store.enqueue("t", {}, retries=3)
+    task = capture_one(store)
+    assert store.set_status(task.id, task.attempt, Status.FAILED, error="boom", retry_delay=0)
+    failed = store.get(task.id)
+    assert failed is not None
+    assert (failed.status, failed.error, failed.retries_left) == (Status.FAILED, "boom", 3)
+    assert failed.finished_at is None and failed.locked_by is None
+    again = capture_one(store, "w2")
+    assert (again.id, again.attempt, again.retries_left, again.locked_by) == (
+        task.id, 2, 2, "w2",
+    )  # fmt: skip
+
+
+def test_failure_waits_for_the_given_run_at_or_backoff(store: jobq.Store) -> None:
+    store.enqueue("t", {})
+    task = capture_one(store)
+    later = datetime.now(UTC) + timedelta(hours=1)
+    store.set_status(task.id, task.attempt, Status.FAILED, run_at=later)
+    assert store.get(task.id).run_at == later  # type: ignore[union-attr]
+    assert store.capture(1, worker_id="w") == []
+
+    slow = jobq.Store(store.engine, backoff=jobq.FixedBackoff(600))
+    store.enqueue("u", {})
+    task = capture_one(slow)
+    slow.set_status(task.id, task.attempt, Status.FAILED)
+    waited = store.get(task.id).run_at - task.started_at  # type: ignore[union-attr,operator]
+    assert 599 <= waited.total_seconds() <= 601
+
+
+def test_retries_left_counts_down_to_a_terminal_failure(store: jobq.Store) -> None:
+    task_id = store.enqueue("t", {}, retries=2)
+    seen = []
+    for _ in range(3):
+        task = capture_one(store)
+        seen.append((task.attempt, task.retries_left))
+        assert store.set_status(task.id, task.attempt, Status.FAILED, error="x", retry_delay=0)
+    assert seen == [(1, 2), (2, 1), (3, 0)]
+    final = store.get(task_id)
+    assert final is not None
+    assert (final.status, final.retries_left, final.error) == (Status.FAILED, 0, "x")
+    assert final.finished_at is not None
+    assert store.capture(1, worker_id="w") == []
+
+
+def test_retries_zero_fails_terminally_at_once(store: jobq.Store) -> None:
+    store.enqueue("t", {}, retries=0)
+    task = capture_one(store)
+    store.set_status(task.id, task.attempt, Status.FAILED)
+    assert store.get(task.id).finished_at is not None  # type: ignore[union-attr]
+    assert store.capture(1, worker_id="w") == []
+
+
+def test_release_to_queued_spends_no_retry(store: jobq.Store) -> None:
+    store.enqueue("t", {}, retries=1)
+    task = capture_one(store)
+    assert store.set_status(task.id, task.attempt, Status.QUEUED)
+    released = store.get(task.id)
+    assert released is not None
+    assert (released.status, released.retries_left, released.locked_by) == (
+        Status.QUEUED, 1, None,
+    )  # fmt: skip
+    again = capture_one(store)
+    assert (again.attempt, again.retries_left) == (2, 1)
+
+
+def test_release_with_a_delay_waits(store: jobq.Store) -> None:
+    store.enqueue("t", {})
+    task = capture_one(store)
+    store.set_status(task.id, task.attempt, Status.QUEUED, retry_delay=3600)
+    assert store.capture(1, worker_id="w") == []
+
+
+def test_cancelled_is_terminal(store: jobq.Store) -> None:
+    store.enqueue("t", {})
+    task = capture_one(store)
+    assert store.set_status(task.id, task.attempt, Status.CANCELLED, error="aborted")
+    cancelled = store.get(task.id)
+    assert cancelled is not None
+    assert (cancelled.status, cancelled.error) == (Status.CANCELLED, "aborted")
+    assert cancelled.finished_at is not None
+    assert store.capture(1, worker_id="w") == []
+
+
+def test_cancel_takes_only_waiting_tasks(store: jobq.Store) -> None:
+    waiting = store.enqueue("t", {}, priority=1)
+    running = store.enqueue("t", {})
+    assert store.cancel(waiting)
+    assert store.get(waiting).status is Status.CANCELLED  # type: ignore[union-attr]
+    assert capture_one(store).id == running
+    assert not store.cancel(running)
+    assert not store.cancel(10**9)
+
+
+def test_set_status_on_a_missing_task_is_false(store: jobq.Store) -> None:
+    assert not store.set_status(10**9, 1, Status.DONE)
+
+
+# --- leases, fencing, heartbeat, rescue ---------------------------------------------
+
+
+def test_fencing_a_stale_attempt_changes_nothing(store: jobq.Store) -> None:
+    """Capture with a 1 s lease, let it expire, capture again: the old run is fenced off."""
+    store.enqueue("t", {}, retries=3)
+    first = capture_one(store, "zombie", lease=1)
+    time.sleep(1.5)
+    second = capture_one(store, "fresh", lease=60)
+    assert (second.id, second.attempt, second.retries_left) == (first.id, 2, 2)
+    before = all_rows(store)
+    for status in Status:
+        if status is not Status.IN_PROGRESS:
+            assert not store.set_status(first.id, first.attempt, status, result=1, error="late")
+    assert store.heartbeat("zombie", [first.fence], lease=600) == set()
+    assert store.heartbeat("fresh", [first.fence], lease=600) == set()
+    assert all_rows(store) == before
+    assert store.heartbeat("fresh", [second.fence]) == {second.id}
+    assert store.set_status(second.id, second.attempt, Status.DONE, result="ok")
+
+
+def test_heartbeat_extends_only_the_runs_it_owns(store: jobq.Store) -> None:
+    store.enqueue_many("t", [{}, {}, {}])
+    mine = store.capture(2, worker_id="me", lease=1)
+    theirs = capture_one(store, "them", lease=1)
+    owned = [t.fence for t in mine] + [theirs.fence, (mine[0].id, mine[0].attempt + 1)]
+    assert store.heartbeat("me", owned, lease=60) == {t.id for t in mine}
+    time.sleep(1.3)
+    # Mine were extended; theirs expired and is capturable again.
+    assert [t.id for t in store.capture(10, worker_id="other")] == [theirs.id]
+    assert store.heartbeat("me", []) == set()
+
+
+def test_heartbeat_without_lease_uses_each_rows_lease(store: jobq.Store) -> None:
+    store.enqueue("t", {}, lease=120)
+    task = capture_one(store, lease=1)
+    assert store.heartbeat("w1", [task.fence]) == {task.id}
+    held = store.get(task.id).locked_until - task.started_at  # type: ignore[union-attr,operator]
+    assert 119 <= held.total_seconds() <= 122
+
+
+def test_expired_lease_is_captured_again_and_spends_a_retry(store: jobq.Store) -> None:
+    store.enqueue("t", {}, retries=1)
+    first = capture_one(store, "a")
+    expire_lease(store, first.id)
+    second = capture_one(store, "b")
+    assert (second.attempt, second.retries_left, second.locked_by) == (2, 0, "b")
+    expire_lease(store, second.id)
+    # No retries left: a crashed last attempt is not captured again, rescue ends it.
+    assert store.capture(1, worker_id="c") == []
+    assert store.rescue() == 1
+    final = store.get(first.id)
+    assert final is not None
+    assert (final.status, final.error, final.retries_left) == (Status.FAILED, "lease expired", 0)
+    assert final.finished_at is not None
+
+
+def test_rescue_fails_expired_runs_and_leaves_live_ones(store: jobq.Store) -> None:
+    store.enqueue_many("t", [{}, {}, {}], retries=2)
+    expired, live, _ = store.capture(3, worker_id="w")
+    expire_lease(store, expired.id)
+    assert store.rescue() == 1
+    assert store.rescue() == 0
+    rescued = store.get(expired.id)
+    assert rescued is not None
+    assert (rescued.status, rescued.error, rescued.retries_left) == (
+        Status.FAILED, "lease expired", 2,
+    )  # fmt: skip
+    assert rescued.finished_at is None and rescued.locked_by is None
+    assert store.get(live.id).status is Status.IN_PROGRESS  # type: ignore[union-attr]
+    # The dead worker's late write is refused; the rescued task runs again.
+    assert not store.set_status(expired.id, expired.attempt, Status.DONE)
+    again = capture_one(store)
+    assert (again.id, again.attempt, again.retries_left) == (expired.id, 2, 1)
+
+
+# --- recurring rows --------------------------------------------------------------------
+
+
+def test_a_due_recurring_done_row_is_captured_without_spending_a_retry(store: jobq.Store) -> None:
+    task_id = store.enqueue("cron", {}, retries=2)
+    set_columns(store, task_id, status="done", recurring=True, run_at=PAST)
+    task = capture_one(store)
+    assert (task.id, task.attempt, task.retries_left, task.recurring) == (task_id, 1, 2, True)
+    store.prune(0)
+    assert store.get(task_id) is not None
+
+
+def test_a_recurring_row_that_is_not_due_waits(store: jobq.Store) -> None:
+    task_id = store.enqueue("cron", {})
+    set_columns(
+        store, task_id, status="done", recurring=True,
+        run_at=datetime.now(UTC) + timedelta(hours=1),
+    )  # fmt: skip
+    assert store.capture(1, worker_id="w") == []
+
+
+# --- prune, counts ---------------------------------------------------------------------
+
+
+def test_prune_deletes_only_old_finished_rows(store: jobq.Store) -> None:
+    store.enqueue_many("t", [{}] * 4, retries=0)
+    done, failed, cancelled, running = store.capture(4, worker_id="w")
+    store.set_status(done.id, done.attempt, Status.DONE)
+    store.set_status(failed.id, failed.attempt, Status.FAILED)
+    store.set_status(cancelled.id, cancelled.attempt, Status.CANCELLED)
+    retrying = store.enqueue("t", {}, retries=3)
+    task = capture_one(store)
+    store.set_status(task.id, task.attempt, Status.FAILED, retry_delay=3600)
+    waiting = store.enqueue("t", {})
+    assert store.prune(3600) == 0
+    assert store.prune(timedelta(0)) == 3
+    assert {r["id"] for r in all_rows(store)} == {running.id, retrying, waiting}
+
+
+def test_counts_by_queue_and_status(store: jobq.Store) -> None:
+    store.enqueue_many("t", [{}] * 3, queue="a")
+    store.enqueue("t", {}, queue="b")
+    task = capture_one(store, queues=["a"])
+    store.set_status(task.id, task.attempt, Status.DONE)
+    capture_one(store, queues=["a"])
+    assert store.counts() == {
+        ("a", Status.DONE): 1,
+        ("a", Status.IN_PROGRESS): 1,
+        ("a", Status.QUEUED): 1,
+        ("b", Status.QUEUED): 1,
+    }
+
+
+def test_store_accepts_an_engine_and_hides_passwords(db_url: str) -> None:
+    engine = sa.create_engine(db_url)
+    store = jobq.Store(engine)
+    store.enqueue("t", {})
+    assert len(store.capture(5, worker_id="w")) == 1
+    secret = jobq.Store("postgresql://u:hunter2@localhost/db")
+    assert "hunter2" not in repr(secret)
+    engine.dispose()

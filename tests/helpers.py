@@ -1,0 +1,32 @@
+"""Helpers shared by the test suites."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+import jobq
+from jobq.schema import tasks
+
+
+def all_rows(store: jobq.Store) -> list[dict[str, Any]]:
+    """Every task row as a dict, ordered by id: for 'nothing changed' assertions."""
+    with store.engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(sa.select(tasks).order_by(tasks.c.id))]
+
+
+def expire_lease(store: jobq.Store, task_id: int) -> None:
+    """Move a running task's lease into the past, as if its worker had stopped renewing it."""
+    with store.engine.begin() as conn:
+        conn.execute(
+            sa.update(tasks)
+            .where(tasks.c.id == task_id)
+            .values(locked_until=store.dialect.now_plus(-60.0))
+        )
+
+
+def set_columns(store: jobq.Store, task_id: int, **values: Any) -> None:
+    """Write columns of one row directly, to build states the API reaches only slowly."""
+    with store.engine.begin() as conn:
+        conn.execute(sa.update(tasks).where(tasks.c.id == task_id).values(**values))
