@@ -44,3 +44,7 @@ def migrate(database_url: str) -> None:
         store = Store(database_url)
         store.migrate()
         click.echo(f"migrated {store!r} to the newest revision")
+
+
+if __name__ == "__main__":
+    main()

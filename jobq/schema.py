@@ -45,31 +45,46 @@ tasks = sa.Table(
 
 c = tasks.c
 
+
+def status_is(status: Status) -> sa.ColumnElement[bool]:
+    """``status = '<status>'`` with the constant inline, not as a bound parameter.
+
+    PostgreSQL uses a partial index (or an ON CONFLICT arbiter) only when it can prove
+    the query implies the index predicate at plan time; once psycopg prepares a
+    statement, a generic plan sees parameters, not values, and proves nothing.
+    The values come from the Status enum, never from a caller.
+    """
+    return c.status == sa.literal_column(f"'{status.value}'", sa.String)
+
+
+#: ``retries_left > 0`` with the constant inline, for the same reason.
+HAS_RETRIES = c.retries_left > sa.literal_column("0", sa.Integer)
+
 #: Rows that capture may ever take, now or later. Terminal rows (done, terminal failed,
 #: cancelled) fall out of every index built on it, so capture stays an index scan however
 #: many finished rows the table holds. Capture repeats this predicate verbatim as one of
 #: its AND terms, which is what lets SQLite (and PostgreSQL) pick the partial index.
 ACTIVE = sa.or_(
-    c.status == Status.QUEUED.value,
-    sa.and_(c.status == Status.FAILED.value, c.retries_left > 0),
-    c.status == Status.IN_PROGRESS.value,
-    sa.and_(c.status == Status.DONE.value, c.recurring),
+    status_is(Status.QUEUED),
+    sa.and_(status_is(Status.FAILED), HAS_RETRIES),
+    status_is(Status.IN_PROGRESS),
+    sa.and_(status_is(Status.DONE), c.recurring),
 )
 
 #: Rows that hold their unique_key: waiting, running, or waiting for a retry.
 HOLDS_UNIQUE_KEY = sa.and_(
     c.unique_key.is_not(None),
     sa.or_(
-        c.status == Status.QUEUED.value,
-        c.status == Status.IN_PROGRESS.value,
-        sa.and_(c.status == Status.FAILED.value, c.retries_left > 0),
+        status_is(Status.QUEUED),
+        status_is(Status.IN_PROGRESS),
+        sa.and_(status_is(Status.FAILED), HAS_RETRIES),
     ),
 )
 
 partial_index(
     "jobq_tasks_capture",
     c.queue_id,
-    sa.text("priority DESC"),
+    c.priority.desc(),
     c.run_at,
     c.id,
     where=ACTIVE,

@@ -71,7 +71,7 @@ def upgrade() -> None:
     op.create_index(
         "jobq_tasks_capture",
         "jobq_tasks",
-        ["queue_id", sa.text("priority DESC"), "run_at", "id"],
+        ["queue_id", sa.column("priority").desc(), "run_at", "id"],
         **partial_index_options(ACTIVE),
     )
     op.create_index(

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, Row
 
-from jobq.schema import ACTIVE, HOLDS_UNIQUE_KEY, tasks
+from jobq.schema import ACTIVE, HAS_RETRIES, HOLDS_UNIQUE_KEY, status_is, tasks
 from jobq.tasks import Status
 
 c = tasks.c
@@ -31,14 +31,10 @@ def capturable(now: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
         ACTIVE,
         c.run_at <= now,
         sa.or_(
-            c.status == Status.QUEUED.value,
-            sa.and_(c.status == Status.FAILED.value, c.retries_left > 0),
-            sa.and_(
-                c.status == Status.IN_PROGRESS.value,
-                c.locked_until < now,
-                c.retries_left > 0,
-            ),
-            sa.and_(c.status == Status.DONE.value, c.recurring),
+            status_is(Status.QUEUED),
+            sa.and_(status_is(Status.FAILED), HAS_RETRIES),
+            sa.and_(status_is(Status.IN_PROGRESS), c.locked_until < now, HAS_RETRIES),
+            sa.and_(status_is(Status.DONE), c.recurring),
         ),
     )
 

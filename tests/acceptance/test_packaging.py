@@ -1,0 +1,79 @@
+"""The built wheel ships the migrations; the examples run as a user would run them."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_installed_wheel_migrates_an_empty_sqlite_database(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
+        check=True,
+    )
+    (wheel,) = dist.glob("jobq-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "jobq/_migrations/env.py" in names
+    assert "jobq/_migrations/versions/0001_tasks.py" in names
+
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    bin_dir = env_dir / "bin"
+    subprocess.run([bin_dir / "pip", "install", "-q", str(wheel)], check=True)
+
+    # Run away from the checkout so that only the installed copy can be imported.
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    clean_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    clean_env.pop("JOBQ_DATABASE_URL", None)
+    done = subprocess.run(
+        [bin_dir / "jobq", "migrate", "--database-url", "sqlite:///fresh.db"],
+        cwd=work, env=clean_env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    where = subprocess.run(
+        [bin_dir / "python", "-c", "import jobq.migrations as m; print(m.script_location())"],
+        cwd=work, env=clean_env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert str(env_dir) in where.stdout and "_migrations" in where.stdout
+    with sqlite3.connect(work / "fresh.db") as db:
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+        version = db.execute("SELECT version_num FROM jobq_alembic_version").fetchone()
+    assert {"jobq_tasks", "jobq_alembic_version"} <= tables
+    assert version == ("0001",)
+
+
+def test_quickstart_example_runs(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("JOBQ_DATABASE_URL", None)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "quickstart.py")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "add{'a': 2, 'b': 3}: done -> 5" in done.stdout
+    assert "shout{'text': ''}: failed -> \"ValueError('nothing to shout')\"" in done.stdout
+    assert (tmp_path / "jobq.db").exists()
+
+
+def test_cli_migrate_reports_problems_in_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "jobq.cli", "migrate", "--database-url",
+         "postgresql://u:hunter2secret@127.0.0.1:1/orders"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: Cannot connect to database 'orders' on 127.0.0.1:1")
+    assert "Traceback" not in done.stderr and "hunter2secret" not in done.stderr
