@@ -26,7 +26,7 @@ from jobq.errors import (
     InvalidOption,
     SchemaNotMigrated,
 )
-from jobq.payload import check_result, encode_args
+from jobq.payload import check_args, check_result, encode_args, encode_args_array
 from jobq.retry import Backoff, ExponentialBackoff
 from jobq.schema import tasks
 from jobq.tasks import Status, Task, as_utc
@@ -103,11 +103,12 @@ class Store:
         Given ``connection``, the row is written in the caller's transaction and commits or
         rolls back with it.
         """
-        encode_args(name, args)
+        checked = check_args(name, args)
+        encode_args(name, checked)
         values = self._new_row(
             name, queue, priority, run_at, delay, retries, timeout, lease, unique_key, lock_key
         )
-        values["args"] = dict(args or {})
+        values["args"] = checked
         with self._unit(connection) as conn:
             if unique_key is None:
                 return self.dialect.insert_one(conn, values)
@@ -142,7 +143,10 @@ class Store:
         name the same task, so every id returned is that one task's.
         """
         args_list = list(args_list)
-        encoded = [encode_args(name, args) for args in args_list]
+        batches = [
+            encode_args_array(name, args_list[start : start + _BATCH])
+            for start in range(0, len(args_list), _BATCH)
+        ]
         options = dict(
             queue=queue, priority=priority, run_at=run_at, delay=delay, retries=retries,
             timeout=timeout, lease=lease, lock_key=lock_key, connection=connection,
@@ -157,8 +161,8 @@ class Store:
         )
         ids: list[int] = []
         with self._unit(connection) as conn:
-            for start in range(0, len(encoded), _BATCH):
-                ids += self.dialect.insert_many(conn, values, encoded[start : start + _BATCH])
+            for array in batches:
+                ids += self.dialect.insert_many(conn, values, array)
         return ids
 
     def _new_row(

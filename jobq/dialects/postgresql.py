@@ -7,9 +7,8 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg
-from sqlalchemy.engine import Connection
 
-from jobq.dialects.base import CAPTURE_ORDER, Dialect, as_column, capturable, queue_filter
+from jobq.dialects.base import CAPTURE_ORDER, Dialect, capturable, queue_filter
 from jobq.schema import tasks
 
 c = tasks.c
@@ -35,28 +34,15 @@ class PostgresDialect(Dialect):
         interval = sa.func.make_interval(0, 0, 0, 0, 0, 0, seconds)
         return sa.type_coerce(self.now() + interval, sa.DateTime(timezone=True))
 
-    def insert_many(
-        self, conn: Connection, common: dict[str, Any], args_json: Sequence[str]
-    ) -> list[int]:
-        # One statement whatever the batch size: the varying column travels as one text[]
-        # parameter and is unnested server-side; the shared values are bound once.
+    def json_array_rows(
+        self, array: sa.BindParameter[str]
+    ) -> tuple[sa.ColumnElement[Any], sa.ColumnElement[Any]]:
         rows = (
-            sa.func.unnest(
-                sa.cast(
-                    sa.bindparam("args_json", list(args_json), type_=pg.ARRAY(sa.Text)),
-                    pg.ARRAY(pg.JSON),
-                )
-            )
-            .table_valued("args", with_ordinality="n")
+            sa.func.json_array_elements(sa.cast(array, pg.JSON))
+            .table_valued("value", with_ordinality="position")
             .render_derived()
         )
-        names = [*common, "args"]
-        select = sa.select(
-            *(as_column(v, tasks.c[k]) for k, v in common.items()), rows.c.args
-        ).order_by(rows.c.n)
-        stmt = sa.insert(tasks).from_select(names, select).returning(c.id)
-        # ids come from the sequence in select order, so sorting restores argument order.
-        return sorted(conn.execute(stmt).scalars())
+        return rows.c.value, rows.c.position
 
     def capture_statement(
         self, *, limit: int, queues: Sequence[str] | None, worker_id: str, lease: float | None

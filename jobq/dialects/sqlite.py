@@ -14,7 +14,6 @@ from jobq.dialects.base import (
     CAPTURE_ORDER,
     READ_ONLY,
     Dialect,
-    as_column,
     capturable,
     queue_filter,
 )
@@ -69,20 +68,11 @@ class SQLiteDialect(Dialect):
         modifier = sa.func.printf("%+.6f seconds", seconds)
         return sa.func.strftime(_TIME_FORMAT, "now", modifier, type_=sa.DateTime(timezone=True))
 
-    def insert_many(
-        self, conn: Connection, common: dict[str, Any], args_json: Sequence[str]
-    ) -> list[int]:
-        # One statement per batch: the args travel as one JSON array parameter and
-        # json_each unrolls it in order; the shared values are bound once.
-        rows = sa.func.json_each(
-            sa.bindparam("args_json", "[" + ",".join(args_json) + "]", type_=sa.Text)
-        ).table_valued("key", "value")
-        names = [*common, "args"]
-        select = sa.select(
-            *(as_column(v, tasks.c[k]) for k, v in common.items()), rows.c.value
-        ).order_by(rows.c.key)
-        stmt = sa.insert(tasks).from_select(names, select).returning(c.id)
-        return sorted(conn.execute(stmt).scalars())
+    def json_array_rows(
+        self, array: sa.BindParameter[str]
+    ) -> tuple[sa.ColumnElement[Any], sa.ColumnElement[Any]]:
+        rows = sa.func.json_each(array).table_valued("key", "value")
+        return rows.c.value, rows.c.key
 
     def capture_statement(
         self, *, limit: int, queues: Sequence[str] | None, worker_id: str, lease: float | None
