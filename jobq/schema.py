@@ -32,7 +32,7 @@ tasks = sa.Table(
     sa.Column("locked_until", sa.DateTime(timezone=True), nullable=True),
     sa.Column("unique_key", sa.String(255), nullable=True),
     sa.Column("lock_key", sa.String(255), nullable=True),
-    sa.Column("result", sa.JSON(), nullable=True),
+    sa.Column("result", sa.JSON(none_as_null=True), nullable=True),
     sa.Column("error", sa.Text(), nullable=True),
     # A cron row: it cycles done -> in_progress -> done instead of finishing.
     sa.Column("recurring", sa.Boolean(), nullable=False, server_default=sa.false()),

@@ -28,7 +28,7 @@ from jobq.errors import (
 )
 from jobq.payload import check_args, check_result, encode_args, encode_args_array
 from jobq.retry import Backoff, ExponentialBackoff
-from jobq.schema import tasks
+from jobq.schema import HAS_RETRIES, status_is, tasks
 from jobq.tasks import Status, Task, as_utc
 
 c = tasks.c
@@ -65,6 +65,12 @@ class Store:
                 raise InvalidDatabaseURL(url=_safe(url), reason=error) from None
         self.dialect.configure_engine(engine)
         self.engine: Engine = engine
+        # Same pool; connections checked out through it run each statement in autocommit.
+        self._one_statement_engine = (
+            engine.execution_options(isolation_level="AUTOCOMMIT")
+            if self.dialect.one_statement_autocommit
+            else engine
+        )
         #: Chooses the delay before a failed task's retry when set_status is not told.
         self.backoff: Backoff = backoff or ExponentialBackoff()
 
@@ -77,7 +83,7 @@ class Store:
 
     def migrate(self) -> None:
         """Create or upgrade jobq's tables to the newest revision (Alembic upgrade head)."""
-        with self._unit() as conn:
+        with self._unit(atomic=True) as conn:
             migrations.upgrade(conn)
 
     # --- enqueue --------------------------------------------------------------------
@@ -160,7 +166,7 @@ class Store:
             name, queue, priority, run_at, delay, retries, timeout, lease, None, lock_key
         )
         ids: list[int] = []
-        with self._unit(connection) as conn:
+        with self._unit(connection, atomic=len(batches) > 1) as conn:
             for array in batches:
                 ids += self.dialect.insert_many(conn, values, array)
         return ids
@@ -280,48 +286,55 @@ class Store:
             raise InvalidOption(option="error", reason=f"{error!r} is not a string")
         if result is not None:
             check_result(result)
-        values = self._end_of_run(status, attempt, result, error, run_at, retry_delay)
-        stmt = (
-            sa.update(tasks)
-            .where(c.id == id, c.status == Status.IN_PROGRESS.value, c.attempt == attempt)
-            .values(**values)
+        params: dict[str, Any] = {
+            "task_id": id, "run_attempt": attempt, "new_result": result, "new_error": error,
+        }  # fmt: skip
+        if run_at is not None:
+            params["next_run_at"], timing = as_utc(run_at), "at"
+        else:
+            if retry_delay is None:
+                retry_delay = self.backoff.delay(attempt) if status is Status.FAILED else 0.0
+            params["delay"], timing = float(retry_delay), "delay"
+        stmt = self.dialect.memo(
+            ("set_status", status, timing), lambda: self._set_status_statement(status, timing)
         )
         with self._unit(connection) as conn:
-            return conn.execute(stmt).rowcount == 1
+            return conn.execute(stmt, params).rowcount == 1
 
-    def _end_of_run(
-        self,
-        status: Status,
-        attempt: int,
-        result: Any,
-        error: str | None,
-        run_at: datetime | None,
-        retry_delay: float | None,
-    ) -> dict[str, Any]:
+    def _set_status_statement(self, status: Status, timing: str) -> sa.Update:
+        """The fenced UPDATE ending a run with ``status``; the next run_at is ``timing``:
+        'at' (parameter ``next_run_at``) or 'delay' (parameter ``delay``, on the database clock).
+        """
         now = self.dialect.now()
-        values: dict[str, Any] = {"status": status.value, "locked_by": None, "locked_until": None}
-        if run_at is not None:
-            next_run: Any = as_utc(run_at)
-        elif retry_delay is not None:
-            next_run = self.dialect.now_plus(float(retry_delay))
-        elif status is Status.FAILED:
-            next_run = self.dialect.now_plus(self.backoff.delay(attempt))
+        if timing == "at":
+            next_run: Any = sa.bindparam("next_run_at", type_=c.run_at.type)
         else:
-            next_run = now
+            next_run = self.dialect.now_plus(sa.bindparam("delay", type_=sa.Float))
+        error = sa.bindparam("new_error", type_=c.error.type)
+        values: dict[str, Any] = {"status": status.value, "locked_by": None, "locked_until": None}
         if status is Status.DONE:
-            values.update(result=result, error=None, finished_at=now)
+            values.update(
+                result=sa.bindparam("new_result", type_=c.result.type), error=None, finished_at=now
+            )
         elif status is Status.FAILED:
-            has_retries = c.retries_left > 0
             values.update(
                 error=error,
-                run_at=sa.case((has_retries, next_run), else_=c.run_at),
-                finished_at=sa.case((has_retries, sa.null()), else_=now),
+                run_at=sa.case((HAS_RETRIES, next_run), else_=c.run_at),
+                finished_at=sa.case((HAS_RETRIES, sa.null()), else_=now),
             )
         elif status is Status.QUEUED:
             values.update(run_at=next_run)
         else:  # cancelled
             values.update(error=error, finished_at=now)
-        return values
+        return (
+            sa.update(tasks)
+            .where(
+                c.id == sa.bindparam("task_id"),
+                status_is(Status.IN_PROGRESS),
+                c.attempt == sa.bindparam("run_attempt"),
+            )
+            .values(**values)
+        )
 
     def heartbeat(
         self, worker_id: str, owned: Iterable[tuple[int, int]], lease: float | None = None
@@ -337,21 +350,30 @@ class Store:
         pairs = [(int(i), int(a)) for i, a in owned]
         if not pairs:
             return set()
-        lease_seconds = c.lease if lease is None else sa.literal(float(lease))
+        stmt = self.dialect.memo(
+            ("heartbeat", lease is None), lambda: self._heartbeat_statement(lease is None)
+        )
+        params: dict[str, Any] = {"worker_id": worker_id}
+        if lease is not None:
+            params["lease_seconds"] = float(lease)
         extended: set[int] = set()
-        with self._unit() as conn:
+        with self._unit(atomic=len(pairs) > _HEARTBEAT_CHUNK) as conn:
             for start in range(0, len(pairs), _HEARTBEAT_CHUNK):
-                stmt = (
-                    sa.update(tasks)
-                    .where(
-                        c.status == Status.IN_PROGRESS.value,
-                        c.locked_by == worker_id,
-                        sa.tuple_(c.id, c.attempt).in_(pairs[start : start + _HEARTBEAT_CHUNK]),
-                    )
-                    .values(locked_until=self.dialect.now_plus(lease_seconds))
-                )
-                extended |= self.dialect.update_returning_ids(conn, stmt)
+                params["owned"] = pairs[start : start + _HEARTBEAT_CHUNK]
+                extended |= self.dialect.update_returning_ids(conn, stmt, params)
         return extended
+
+    def _heartbeat_statement(self, row_lease: bool) -> sa.Update:
+        lease_seconds = c.lease if row_lease else sa.bindparam("lease_seconds", type_=sa.Float)
+        return (
+            sa.update(tasks)
+            .where(
+                status_is(Status.IN_PROGRESS),
+                c.locked_by == sa.bindparam("worker_id"),
+                sa.tuple_(c.id, c.attempt).in_(sa.bindparam("owned", expanding=True)),
+            )
+            .values(locked_until=self.dialect.now_plus(lease_seconds))
+        )
 
     def cancel(self, id: int) -> bool:
         """Cancel task ``id`` if it is waiting (queued, or failed with retries left)."""
@@ -410,8 +432,11 @@ class Store:
     def get(self, id: int) -> Task | None:
         """Task ``id`` as it is now, or None."""
         _check_int("id", id)
+        stmt = self.dialect.memo(
+            "get", lambda: sa.select(tasks).where(c.id == sa.bindparam("task_id"))
+        )
         with self._unit(read_only=True) as conn:
-            row = conn.execute(sa.select(tasks).where(c.id == id)).first()
+            row = conn.execute(stmt, {"task_id": id}).first()
         return None if row is None else Task.from_row(row)
 
     def counts(self) -> dict[tuple[str, Status], int]:
@@ -424,18 +449,27 @@ class Store:
 
     @contextmanager
     def _unit(
-        self, connection: Connection | None = None, *, read_only: bool = False
+        self, connection: Connection | None = None, *, atomic: bool = False, read_only: bool = False
     ) -> Iterator[Connection]:
-        """A connection in a transaction: the caller's as it is, or a new one committed on exit."""
+        """A connection to run one unit of work on, committed when the block exits.
+
+        The caller's ``connection`` is used as it is, in the caller's transaction. Otherwise
+        a unit of one statement runs in autocommit where the dialect allows it (one round
+        trip instead of three); ``atomic`` units of several statements get a transaction.
+        """
         if connection is not None:
             with self._translated():
                 yield connection
             return
+        engine = self.engine if atomic else self._one_statement_engine
         try:
-            conn = self.engine.connect()
+            conn = engine.connect()
         except sa.exc.DBAPIError as error:
             raise self._unavailable(error) from None
         with conn, self._translated():
+            if engine is not self.engine:
+                yield conn
+                return
             if read_only:
                 conn.execution_options(**{READ_ONLY: True})
             with conn.begin():

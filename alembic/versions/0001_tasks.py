@@ -56,7 +56,7 @@ def upgrade() -> None:
         sa.Column("locked_until", sa.DateTime(timezone=True), nullable=True),
         sa.Column("unique_key", sa.String(255), nullable=True),
         sa.Column("lock_key", sa.String(255), nullable=True),
-        sa.Column("result", sa.JSON(), nullable=True),
+        sa.Column("result", sa.JSON(none_as_null=True), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("recurring", sa.Boolean(), nullable=False, server_default=sa.false()),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),

@@ -39,11 +39,11 @@ def capturable(now: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
     )
 
 
-def queue_filter(queues: Sequence[str] | None) -> sa.ColumnElement[bool]:
-    """Restrict to ``queues``; None means every queue."""
-    if queues is None:
+def queue_filter(all_queues: bool) -> sa.ColumnElement[bool]:
+    """Every queue, or those in the expanding parameter ``queues``."""
+    if all_queues:
         return sa.true()
-    return c.queue_id.in_(list(queues))
+    return c.queue_id.in_(sa.bindparam("queues", expanding=True))
 
 
 def as_column(value: Any, column: sa.Column[Any]) -> sa.ColumnElement[Any]:
@@ -63,6 +63,24 @@ class Dialect:
         super().__init_subclass__(**kwargs)
         for alias in getattr(cls, "aliases", (cls.name,)):
             Dialect.registry[alias] = cls
+
+    #: Whether one statement may run in autocommit mode. A lone statement is atomic on
+    #: its own, and skipping BEGIN and COMMIT saves two round trips per call.
+    one_statement_autocommit: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        self._statements: dict[Any, Any] = {}
+
+    def memo(self, key: Any, build: Any) -> Any:
+        """The statement cached under ``key``, built by ``build()`` on first use.
+
+        Statements are built once per shape with bind parameters, so SQLAlchemy neither
+        rebuilds them nor recomputes their cache keys on every call.
+        """
+        stmt = self._statements.get(key)
+        if stmt is None:
+            stmt = self._statements[key] = build()
+        return stmt
 
     # --- engine ---------------------------------------------------------------------
 
@@ -89,15 +107,16 @@ class Dialect:
 
     # --- writes ---------------------------------------------------------------------
 
-    def capture_values(
-        self, worker_id: str, lease: float | None, now: sa.ColumnElement[Any]
-    ) -> dict[str, Any]:
-        """The SET clause of a capture: new attempt, owner, lease; a retry costs one retry."""
-        lease_seconds = c.lease if lease is None else sa.literal(float(lease))
+    def capture_values(self, *, row_lease: bool, now: sa.ColumnElement[Any]) -> dict[str, Any]:
+        """The SET clause of a capture: new attempt, owner, lease; a retry costs one retry.
+
+        Parameters: ``worker_id``, and ``lease_seconds`` unless ``row_lease`` (each row's own).
+        """
+        lease_seconds = c.lease if row_lease else sa.bindparam("lease_seconds", type_=sa.Float)
         return {
             "status": Status.IN_PROGRESS.value,
             "attempt": c.attempt + 1,
-            "locked_by": worker_id,
+            "locked_by": sa.bindparam("worker_id", type_=sa.String),
             "locked_until": self.now_plus(lease_seconds),
             "started_at": now,
             "finished_at": None,
@@ -172,18 +191,32 @@ class Dialect:
         lease: float | None,
     ) -> Sequence[Row[Any]]:
         """Move at most ``limit`` capturable rows to in_progress atomically; return them."""
-        stmt = self.capture_statement(limit=limit, queues=queues, worker_id=worker_id, lease=lease)
-        return conn.execute(stmt).all()
+        shape = (queues is None, lease is None)
+        stmt = self.memo(
+            ("capture", *shape),
+            lambda: self.capture_statement(all_queues=shape[0], row_lease=shape[1]),
+        )
+        params: dict[str, Any] = {"limit": limit, "worker_id": worker_id}
+        if queues is not None:
+            params["queues"] = list(queues)
+        if lease is not None:
+            params["lease_seconds"] = float(lease)
+        return conn.execute(stmt, params).all()
 
-    def capture_statement(
-        self, *, limit: int, queues: Sequence[str] | None, worker_id: str, lease: float | None
-    ) -> sa.Executable:
-        """The one statement that captures, for dialects where one statement does."""
+    def capture_statement(self, *, all_queues: bool, row_lease: bool) -> sa.Executable:
+        """The one statement that captures, for dialects where one statement does.
+
+        Parameters: ``limit``, ``worker_id``, and ``queues`` / ``lease_seconds`` unless
+        ``all_queues`` / ``row_lease``.
+        """
         raise NotImplementedError
 
-    def update_returning_ids(self, conn: Connection, stmt: sa.Update) -> set[int]:
+    def update_returning_ids(
+        self, conn: Connection, stmt: sa.Update, params: dict[str, Any]
+    ) -> set[int]:
         """Run ``stmt`` (an UPDATE of tasks) and return the ids of the rows it changed."""
-        return set(conn.execute(stmt.returning(c.id)).scalars())
+        returning = self.memo(("returning ids", stmt), lambda: stmt.returning(c.id))
+        return set(conn.execute(returning, params).scalars())
 
     # --- errors ---------------------------------------------------------------------
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -19,6 +18,7 @@ _MISSING_SCHEMA = {"42P01", "42703"}
 
 class PostgresDialect(Dialect):
     name = "postgresql"
+    one_statement_autocommit = True
     upsert_insert = staticmethod(pg.insert)
 
     def normalize_url(self, url: sa.URL) -> sa.URL:
@@ -44,24 +44,22 @@ class PostgresDialect(Dialect):
         )
         return rows.c.value, rows.c.position
 
-    def capture_statement(
-        self, *, limit: int, queues: Sequence[str] | None, worker_id: str, lease: float | None
-    ) -> sa.Executable:
+    def capture_statement(self, *, all_queues: bool, row_lease: bool) -> sa.Executable:
         now = self.now()
         # A CTE, so the planner cannot re-run the LIMIT subquery per row and claim more
         # than ``limit``; SKIP LOCKED lets concurrent captures pass each other.
         picked = (
             sa.select(c.id)
-            .where(capturable(now), queue_filter(queues))
+            .where(capturable(now), queue_filter(all_queues))
             .order_by(*CAPTURE_ORDER)
-            .limit(limit)
+            .limit(sa.bindparam("limit", type_=sa.Integer))
             .with_for_update(skip_locked=True)
             .cte("picked")
         )
         stmt = (
             sa.update(tasks)
             .where(c.id == picked.c.id)
-            .values(**self.capture_values(worker_id, lease, now))
+            .values(**self.capture_values(row_lease=row_lease, now=now))
             .returning(*tasks.c)
         )
         return stmt

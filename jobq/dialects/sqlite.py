@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -74,22 +73,20 @@ class SQLiteDialect(Dialect):
         rows = sa.func.json_each(array).table_valued("key", "value")
         return rows.c.value, rows.c.key
 
-    def capture_statement(
-        self, *, limit: int, queues: Sequence[str] | None, worker_id: str, lease: float | None
-    ) -> sa.Executable:
+    def capture_statement(self, *, all_queues: bool, row_lease: bool) -> sa.Executable:
         # The engine's BEGIN IMMEDIATE already serialises writers, so one UPDATE with a
         # LIMIT subquery is atomic.
         now = self.now()
         picked = (
             sa.select(c.id)
-            .where(capturable(now), queue_filter(queues))
+            .where(capturable(now), queue_filter(all_queues))
             .order_by(*CAPTURE_ORDER)
-            .limit(limit)
+            .limit(sa.bindparam("limit", type_=sa.Integer))
         )
         stmt = (
             sa.update(tasks)
             .where(c.id.in_(picked))
-            .values(**self.capture_values(worker_id, lease, now))
+            .values(**self.capture_values(row_lease=row_lease, now=now))
             .returning(*tasks.c)
         )
         return stmt
