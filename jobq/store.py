@@ -111,16 +111,16 @@ class Store:
         """
         checked = check_args(name, args)
         encode_args(name, checked)
-        values = self._new_row(
+        timing, params = self._new_row(
             name, queue, priority, run_at, delay, retries, timeout, lease, unique_key, lock_key
         )
-        values["args"] = checked
+        params["new_args"] = checked
         with self._unit(connection) as conn:
             if unique_key is None:
-                return self.dialect.insert_one(conn, values)
+                return self.dialect.insert_one(conn, timing, params)
             # Insert-or-find, repeated in case the holder finishes between the two.
             for _ in range(100):
-                task_id = self.dialect.insert_unique(conn, values)
+                task_id = self.dialect.insert_unique(conn, timing, params)
                 if task_id is None:
                     task_id = self.dialect.holder_of(conn, unique_key)
                 if task_id is not None:
@@ -162,13 +162,13 @@ class Store:
         if unique_key is not None:
             task_id = self.enqueue(name, args_list[0], unique_key=unique_key, **options)  # type: ignore[arg-type]
             return [task_id] * len(args_list)
-        values = self._new_row(
+        timing, params = self._new_row(
             name, queue, priority, run_at, delay, retries, timeout, lease, None, lock_key
         )
         ids: list[int] = []
         with self._unit(connection, atomic=len(batches) > 1) as conn:
             for array in batches:
-                ids += self.dialect.insert_many(conn, values, array)
+                ids += self.dialect.insert_many(conn, timing, params, array)
         return ids
 
     def _new_row(
@@ -183,8 +183,12 @@ class Store:
         lease: float,
         unique_key: str | None,
         lock_key: str | None,
-    ) -> dict[str, Any]:
-        """The validated column values of a new task, everything but its args."""
+    ) -> tuple[str, dict[str, Any]]:
+        """Validate a new task's options: its run_at timing and its ``new_*`` parameters.
+
+        The timing is 'at' (``new_run_at``), 'delay' (``new_delay`` seconds from the
+        database's now) or 'now'; see Dialect.new_row_values.
+        """
         _check_key("name", name, required=True)
         _check_key("queue", queue, required=True)
         _check_key("unique_key", unique_key)
@@ -194,32 +198,28 @@ class Store:
         _check_seconds("lease", lease, positive=True)
         if timeout is not None:
             _check_seconds("timeout", timeout, positive=True)
+        params: dict[str, Any] = {
+            "new_name": name,
+            "new_queue_id": queue,
+            "new_priority": priority,
+            "new_retries_left": retries,
+            "new_lease": float(lease),
+            "new_timeout": None if timeout is None else float(timeout),
+            "new_unique_key": unique_key,
+            "new_lock_key": lock_key,
+        }
         if run_at is not None and delay is not None:
             raise InvalidOption(option="run_at", reason="give run_at or delay, not both")
         if run_at is not None:
             if not isinstance(run_at, datetime):
                 raise InvalidOption(option="run_at", reason=f"{run_at!r} is not a datetime")
-            when: Any = as_utc(run_at)
-        elif delay is not None:
+            params["new_run_at"] = as_utc(run_at)
+            return "at", params
+        if delay is not None:
             _check_seconds("delay", delay)
-            when = self.dialect.now_plus(float(delay))
-        else:
-            when = self.dialect.now()
-        return {
-            "name": name,
-            "queue_id": queue,
-            "status": Status.QUEUED.value,
-            "priority": priority,
-            "run_at": when,
-            "retries_left": retries,
-            "attempt": 0,
-            "lease": float(lease),
-            "timeout": None if timeout is None else float(timeout),
-            "unique_key": unique_key,
-            "lock_key": lock_key,
-            "recurring": False,
-            "created_at": self.dialect.now(),
-        }
+            params["new_delay"] = float(delay)
+            return "delay", params
+        return "now", params
 
     # --- capture and the fenced writes ----------------------------------------------
 
