@@ -1,16 +1,14 @@
 """Store: the only code that executes SQL about tasks.
 
-Every method is one short transaction (or joins the caller's, given ``connection``).
+Every method is one statement or one short transaction (or joins the caller's, given
+``connection``); see Database.unit.
 Writes about a captured run are fenced by its attempt number: they apply only while
 the row is still in_progress with that attempt, and report whether they did.
 """
 
 from __future__ import annotations
 
-import math
-import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,32 +16,20 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from jobq import migrations
-from jobq.dialects import Dialect, dialect_named, supported
-from jobq.dialects.base import READ_ONLY
-from jobq.errors import (
-    DatabaseUnavailable,
-    InvalidDatabaseURL,
-    InvalidOption,
-    SchemaNotMigrated,
-)
+from jobq.database import Database
+from jobq.errors import InvalidOption
 from jobq.payload import check_args, check_result, encode_args, encode_args_array
 from jobq.retry import Backoff, ExponentialBackoff
 from jobq.schema import HAS_RETRIES, status_is, tasks
 from jobq.tasks import Status, Task, as_utc
+from jobq.validation import check_int, check_key, check_seconds, queue_list
 
 c = tasks.c
 
-DEFAULT_DATABASE_URL = "sqlite:///jobq.db"
-_MAX_KEY = 255
 # enqueue_many sends at most this many rows per statement.
 _BATCH = 5000
 # heartbeat names at most this many (id, attempt) pairs per statement.
 _HEARTBEAT_CHUNK = 500
-
-
-def database_url(explicit: str | sa.URL | None = None) -> str | sa.URL:
-    """The URL to use: ``explicit``, else $JOBQ_DATABASE_URL, else sqlite:///jobq.db."""
-    return explicit or os.environ.get("JOBQ_DATABASE_URL") or DEFAULT_DATABASE_URL
 
 
 class Store:
@@ -52,38 +38,22 @@ class Store:
     def __init__(
         self, url_or_engine: str | sa.URL | Engine | None = None, *, backoff: Backoff | None = None
     ) -> None:
-        if isinstance(url_or_engine, Engine):
-            engine = url_or_engine
-            self.dialect = _dialect_for(engine.url)
-        else:
-            url = _parse_url(database_url(url_or_engine))
-            self.dialect = _dialect_for(url)
-            url = self.dialect.normalize_url(url)
-            try:
-                engine = sa.create_engine(url, **self.dialect.engine_options(url))
-            except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as error:
-                raise InvalidDatabaseURL(url=_safe(url), reason=error) from None
-        self.dialect.configure_engine(engine)
-        self.engine: Engine = engine
-        # Same pool; connections checked out through it run each statement in autocommit.
-        self._one_statement_engine = (
-            engine.execution_options(isolation_level="AUTOCOMMIT")
-            if self.dialect.one_statement_autocommit
-            else engine
-        )
+        self.db = Database(url_or_engine)
+        self.engine: Engine = self.db.engine
+        self.dialect = self.db.dialect
         #: Chooses the delay before a failed task's retry when set_status is not told.
         self.backoff: Backoff = backoff or ExponentialBackoff()
 
     def __repr__(self) -> str:
-        return f"Store({_safe(self.engine.url)!r})"
+        return f"Store({self.db!r})"
 
     def dispose(self) -> None:
         """Close every pooled connection."""
-        self.engine.dispose()
+        self.db.dispose()
 
     def migrate(self) -> None:
         """Create or upgrade jobq's tables to the newest revision (Alembic upgrade head)."""
-        with self._unit(atomic=True) as conn:
+        with self.db.unit(atomic=True) as conn:
             migrations.upgrade(conn)
 
     # --- enqueue --------------------------------------------------------------------
@@ -115,7 +85,7 @@ class Store:
             name, queue, priority, run_at, delay, retries, timeout, lease, unique_key, lock_key
         )
         params["new_args"] = checked
-        with self._unit(connection) as conn:
+        with self.db.unit(connection) as conn:
             if unique_key is None:
                 return self.dialect.insert_one(conn, timing, params)
             # Insert-or-find, repeated in case the holder finishes between the two.
@@ -166,7 +136,7 @@ class Store:
             name, queue, priority, run_at, delay, retries, timeout, lease, None, lock_key
         )
         ids: list[int] = []
-        with self._unit(connection, atomic=len(batches) > 1) as conn:
+        with self.db.unit(connection, atomic=len(batches) > 1) as conn:
             for array in batches:
                 ids += self.dialect.insert_many(conn, timing, params, array)
         return ids
@@ -189,15 +159,15 @@ class Store:
         The timing is 'at' (``new_run_at``), 'delay' (``new_delay`` seconds from the
         database's now) or 'now'; see Dialect.new_row_values.
         """
-        _check_key("name", name, required=True)
-        _check_key("queue", queue, required=True)
-        _check_key("unique_key", unique_key)
-        _check_key("lock_key", lock_key)
-        _check_int("priority", priority)
-        _check_int("retries", retries, minimum=0)
-        _check_seconds("lease", lease, positive=True)
+        check_key("name", name, required=True)
+        check_key("queue", queue, required=True)
+        check_key("unique_key", unique_key)
+        check_key("lock_key", lock_key)
+        check_int("priority", priority)
+        check_int("retries", retries, minimum=0)
+        check_seconds("lease", lease, positive=True)
         if timeout is not None:
-            _check_seconds("timeout", timeout, positive=True)
+            check_seconds("timeout", timeout, positive=True)
         params: dict[str, Any] = {
             "new_name": name,
             "new_queue_id": queue,
@@ -216,7 +186,7 @@ class Store:
             params["new_run_at"] = as_utc(run_at)
             return "at", params
         if delay is not None:
-            _check_seconds("delay", delay)
+            check_seconds("delay", delay)
             params["new_delay"] = float(delay)
             return "delay", params
         return "now", params
@@ -236,16 +206,16 @@ class Store:
         Order: highest priority, then earliest run_at, then lowest id. ``lease`` overrides
         each task's own lease seconds. Each returned task carries its new ``attempt``.
         """
-        _check_int("limit", limit, minimum=0)
-        _check_key("worker_id", worker_id, required=True)
+        check_int("limit", limit, minimum=0)
+        check_key("worker_id", worker_id, required=True)
         if lease is not None:
-            _check_seconds("lease", lease, positive=True)
-        queue_list = _queue_list(queues)
-        if limit == 0 or queue_list == []:
+            check_seconds("lease", lease, positive=True)
+        names = queue_list(queues)
+        if limit == 0 or names == []:
             return []
-        with self._unit() as conn:
+        with self.db.unit() as conn:
             rows = self.dialect.capture(
-                conn, limit=limit, queues=queue_list, worker_id=worker_id, lease=lease
+                conn, limit=limit, queues=names, worker_id=worker_id, lease=lease
             )
         captured = [Task.from_row(row) for row in rows]
         captured.sort(key=lambda t: (-t.priority, t.run_at, t.id))
@@ -274,14 +244,14 @@ class Store:
         - cancelled: terminal.
         """
         status = Status.parse(status)
-        _check_int("id", id)
-        _check_int("attempt", attempt, minimum=1)
+        check_int("id", id)
+        check_int("attempt", attempt, minimum=1)
         if status is Status.IN_PROGRESS:
             raise InvalidOption(option="status", reason="only capture moves a task to in_progress")
         if run_at is not None and retry_delay is not None:
             raise InvalidOption(option="run_at", reason="give run_at or retry_delay, not both")
         if retry_delay is not None:
-            _check_seconds("retry_delay", retry_delay)
+            check_seconds("retry_delay", retry_delay)
         if error is not None and not isinstance(error, str):
             raise InvalidOption(option="error", reason=f"{error!r} is not a string")
         if result is not None:
@@ -298,7 +268,7 @@ class Store:
         stmt = self.dialect.memo(
             ("set_status", status, timing), lambda: self._set_status_statement(status, timing)
         )
-        with self._unit(connection) as conn:
+        with self.db.unit(connection) as conn:
             return conn.execute(stmt, params).rowcount == 1
 
     def _set_status_statement(self, status: Status, timing: str) -> sa.Update:
@@ -344,9 +314,9 @@ class Store:
         Returns the ids it extended; a run missing from the answer was lost (its lease
         expired and it was rescued or captured again) and must not write its outcome.
         """
-        _check_key("worker_id", worker_id, required=True)
+        check_key("worker_id", worker_id, required=True)
         if lease is not None:
-            _check_seconds("lease", lease, positive=True)
+            check_seconds("lease", lease, positive=True)
         pairs = [(int(i), int(a)) for i, a in owned]
         if not pairs:
             return set()
@@ -357,7 +327,7 @@ class Store:
         if lease is not None:
             params["lease_seconds"] = float(lease)
         extended: set[int] = set()
-        with self._unit(atomic=len(pairs) > _HEARTBEAT_CHUNK) as conn:
+        with self.db.unit(atomic=len(pairs) > _HEARTBEAT_CHUNK) as conn:
             for start in range(0, len(pairs), _HEARTBEAT_CHUNK):
                 params["owned"] = pairs[start : start + _HEARTBEAT_CHUNK]
                 extended |= self.dialect.update_returning_ids(conn, stmt, params)
@@ -377,7 +347,7 @@ class Store:
 
     def cancel(self, id: int) -> bool:
         """Cancel task ``id`` if it is waiting (queued, or failed with retries left)."""
-        _check_int("id", id)
+        check_int("id", id)
         stmt = (
             sa.update(tasks)
             .where(
@@ -390,7 +360,7 @@ class Store:
             )
             .values(status=Status.CANCELLED.value, finished_at=self.dialect.now())
         )
-        with self._unit() as conn:
+        with self.db.unit() as conn:
             return conn.execute(stmt).rowcount == 1
 
     # --- maintenance ----------------------------------------------------------------
@@ -411,154 +381,36 @@ class Store:
                 finished_at=sa.case((has_retries, sa.null()), else_=now),
             )
         )
-        with self._unit() as conn:
+        with self.db.unit() as conn:
             return conn.execute(stmt).rowcount
 
     def prune(self, older_than: float | timedelta) -> int:
         """Delete finished tasks (done, terminal failed, cancelled) older than that; how many."""
         seconds = older_than.total_seconds() if isinstance(older_than, timedelta) else older_than
-        _check_seconds("older_than", seconds)
+        check_seconds("older_than", seconds)
         stmt = sa.delete(tasks).where(
             c.finished_at.is_not(None),
             c.finished_at < self.dialect.now_plus(-float(seconds)),
             c.status.in_([s.value for s in (Status.DONE, Status.FAILED, Status.CANCELLED)]),
             sa.not_(c.recurring),
         )
-        with self._unit() as conn:
+        with self.db.unit() as conn:
             return conn.execute(stmt).rowcount
 
     # --- reading --------------------------------------------------------------------
 
     def get(self, id: int) -> Task | None:
         """Task ``id`` as it is now, or None."""
-        _check_int("id", id)
+        check_int("id", id)
         stmt = self.dialect.memo(
             "get", lambda: sa.select(tasks).where(c.id == sa.bindparam("task_id"))
         )
-        with self._unit(read_only=True) as conn:
+        with self.db.unit(read_only=True) as conn:
             row = conn.execute(stmt, {"task_id": id}).first()
         return None if row is None else Task.from_row(row)
 
     def counts(self) -> dict[tuple[str, Status], int]:
         """How many tasks each (queue, status) holds."""
         stmt = sa.select(c.queue_id, c.status, sa.func.count()).group_by(c.queue_id, c.status)
-        with self._unit(read_only=True) as conn:
+        with self.db.unit(read_only=True) as conn:
             return {(q, Status(s)): n for q, s, n in conn.execute(stmt)}
-
-    # --- plumbing -------------------------------------------------------------------
-
-    @contextmanager
-    def _unit(
-        self, connection: Connection | None = None, *, atomic: bool = False, read_only: bool = False
-    ) -> Iterator[Connection]:
-        """A connection to run one unit of work on, committed when the block exits.
-
-        The caller's ``connection`` is used as it is, in the caller's transaction. Otherwise
-        a unit of one statement runs in autocommit where the dialect allows it (one round
-        trip instead of three); ``atomic`` units of several statements get a transaction.
-        """
-        if connection is not None:
-            with self._translated():
-                yield connection
-            return
-        engine = self.engine if atomic else self._one_statement_engine
-        try:
-            conn = engine.connect()
-        except sa.exc.DBAPIError as error:
-            raise self._unavailable(error) from None
-        with conn, self._translated():
-            if engine is not self.engine:
-                yield conn
-                return
-            if read_only:
-                conn.execution_options(**{READ_ONLY: True})
-            with conn.begin():
-                yield conn
-
-    @contextmanager
-    def _translated(self) -> Iterator[None]:
-        """Turn driver errors that mean 'not migrated' or 'cannot reach' into jobq's."""
-        try:
-            yield
-        except sa.exc.DBAPIError as error:
-            if self.dialect.is_missing_schema(error):
-                raise SchemaNotMigrated(database=self.engine.url.database) from None
-            if error.connection_invalidated:
-                raise self._unavailable(error) from None
-            raise
-
-    def _unavailable(self, error: sa.exc.DBAPIError) -> DatabaseUnavailable:
-        url = self.engine.url
-        reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
-        if url.password:
-            reason = reason.replace(str(url.password), "***")
-        host = f"{url.host}:{url.port}" if url.port else url.host or "this machine"
-        return DatabaseUnavailable(database=url.database, host=host, reason=reason)
-
-
-def _parse_url(url: str | sa.URL) -> sa.URL:
-    try:
-        return sa.make_url(url)
-    except sa.exc.ArgumentError:
-        raise InvalidDatabaseURL(
-            url=_safe(url), reason="expected dialect://user:password@host:port/database"
-        ) from None
-
-
-def _safe(url: str | sa.URL) -> str:
-    """The URL with its password masked."""
-    if isinstance(url, sa.URL):
-        return url.render_as_string(hide_password=True)
-    try:
-        return sa.make_url(url).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
-        # Unparseable: mask anything between ':' and '@' of the authority.
-        head, sep, tail = url.partition("@")
-        return (head.rsplit(":", 1)[0] + ":***@" + tail) if sep and ":" in head else url
-
-
-def _dialect_for(url: sa.URL) -> Dialect:
-    dialect = dialect_named(url.get_backend_name())
-    if dialect is None:
-        raise InvalidDatabaseURL(
-            url=_safe(url),
-            reason=f"jobq does not run on {url.get_backend_name()!r}; "
-            f"supported: {', '.join(supported())}",
-        )
-    return dialect
-
-
-def _queue_list(queues: Sequence[str] | str | None) -> list[str] | None:
-    if queues is None:
-        return None
-    if isinstance(queues, str):
-        queues = [queues]
-    queue_list = list(queues)
-    for queue in queue_list:
-        _check_key("queues", queue, required=True)
-    return queue_list
-
-
-def _check_int(option: str, value: Any, *, minimum: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidOption(option=option, reason=f"{value!r} is not an integer")
-    if minimum is not None and value < minimum:
-        raise InvalidOption(option=option, reason=f"{value} is below {minimum}")
-
-
-def _check_seconds(option: str, value: Any, *, positive: bool = False) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidOption(option=option, reason=f"{value!r} is not a number of seconds")
-    if value < 0 or (positive and value == 0):
-        raise InvalidOption(
-            option=option, reason=f"{value} must be {'positive' if positive else 'non-negative'}"
-        )
-
-
-def _check_key(option: str, value: Any, *, required: bool = False) -> None:
-    if value is None and not required:
-        return
-    if not isinstance(value, str) or not value:
-        raise InvalidOption(option=option, reason=f"{value!r} is not a non-empty string")
-    if len(value) > _MAX_KEY:
-        raise InvalidOption(option=option, reason=f"longer than {_MAX_KEY} characters")

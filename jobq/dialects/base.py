@@ -237,6 +237,15 @@ class Dialect:
             params["lease_seconds"] = float(lease)
         return conn.execute(stmt, params).all()
 
+    def capturable_ids(self, now: sa.ColumnElement[Any], *, all_queues: bool) -> sa.Select[Any]:
+        """The ids a capture takes: capturable at ``now``, in order, at most ``limit``."""
+        return (
+            sa.select(c.id)
+            .where(capturable(now), queue_filter(all_queues))
+            .order_by(*CAPTURE_ORDER)
+            .limit(sa.bindparam("limit", type_=sa.Integer))
+        )
+
     def capture_statement(self, *, all_queues: bool, row_lease: bool) -> sa.Executable:
         """The one statement that captures, for dialects where one statement does.
 

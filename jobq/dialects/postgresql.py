@@ -7,7 +7,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg
 
-from jobq.dialects.base import CAPTURE_ORDER, Dialect, capturable, queue_filter
+from jobq.dialects.base import Dialect
 from jobq.schema import tasks
 
 c = tasks.c
@@ -49,10 +49,7 @@ class PostgresDialect(Dialect):
         # A CTE, so the planner cannot re-run the LIMIT subquery per row and claim more
         # than ``limit``; SKIP LOCKED lets concurrent captures pass each other.
         picked = (
-            sa.select(c.id)
-            .where(capturable(now), queue_filter(all_queues))
-            .order_by(*CAPTURE_ORDER)
-            .limit(sa.bindparam("limit", type_=sa.Integer))
+            self.capturable_ids(now, all_queues=all_queues)
             .with_for_update(skip_locked=True)
             .cte("picked")
         )

@@ -10,11 +10,8 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from jobq.dialects.base import (
-    CAPTURE_ORDER,
     READ_ONLY,
     Dialect,
-    capturable,
-    queue_filter,
 )
 from jobq.schema import tasks
 
@@ -77,12 +74,7 @@ class SQLiteDialect(Dialect):
         # The engine's BEGIN IMMEDIATE already serialises writers, so one UPDATE with a
         # LIMIT subquery is atomic.
         now = self.now()
-        picked = (
-            sa.select(c.id)
-            .where(capturable(now), queue_filter(all_queues))
-            .order_by(*CAPTURE_ORDER)
-            .limit(sa.bindparam("limit", type_=sa.Integer))
-        )
+        picked = self.capturable_ids(now, all_queues=all_queues)
         stmt = (
             sa.update(tasks)
             .where(c.id.in_(picked))
