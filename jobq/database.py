@@ -8,8 +8,10 @@ A unit of work is one statement (autocommit where the dialect allows it) or, whe
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -17,8 +19,11 @@ from sqlalchemy.engine import Connection, Engine
 from jobq.dialects import Dialect, dialect_named, supported
 from jobq.dialects.base import READ_ONLY
 from jobq.errors import DatabaseUnavailable, InvalidDatabaseURL, SchemaNotMigrated
+from jobq.prepared import Prepared
 
 DEFAULT_DATABASE_URL = "sqlite:///jobq.db"
+# Driver connections run() keeps for reuse; more are closed after use.
+_MAX_IDLE = 8
 
 
 def database_url(explicit: str | sa.URL | None = None) -> str | sa.URL:
@@ -49,13 +54,100 @@ class Database:
             if self.dialect.one_statement_autocommit
             else engine
         )
+        # Driver connections owned by run(): taken from the pool once and detached, so
+        # idle ones do not count against it. list.pop and list.append are atomic.
+        self._idle: list[Any] = []
+        # A forked child must not use its parent's sockets: it starts with none idle.
+        forget = weakref.WeakMethod(self._forget_idle_connections)
+        os.register_at_fork(after_in_child=lambda: (method := forget()) and method())
+        self._driver_error: type[Exception] = engine.dialect.loaded_dbapi.Error
+        self._raw_ok = self.dialect.raw_connections_ok(engine)
 
     def __repr__(self) -> str:
         return safe_url(self.engine.url)
 
     def dispose(self) -> None:
         """Close every pooled connection."""
+        while self._idle:
+            _close_quietly(self._idle.pop())
         self.engine.dispose()
+
+    def prepare(self, key: Any, build: Callable[[], sa.Executable]) -> Prepared:
+        """The Prepared form of the statement ``build()`` makes, built once per ``key``."""
+        return self.dialect.memo(("prepared", key), lambda: Prepared(build(), self.engine.dialect))
+
+    def run(
+        self,
+        prepared: Prepared,
+        values: Mapping[str, Any],
+        *,
+        connection: Connection | None = None,
+        fetch: bool = False,
+    ) -> Any:
+        """Run one statement: its rows (``fetch``) as the driver returns them, else its rowcount.
+
+        Given ``connection``, it runs there, in the caller's transaction. Otherwise it runs
+        alone on a driver connection of our own, as one statement the dialect commits.
+        """
+        params = prepared.parameters(values)
+        if connection is not None or not self._raw_ok or self._observed():
+            with self.unit(connection) as conn:
+                result = conn.exec_driver_sql(prepared.sql, params)
+                return result.fetchall() if fetch else result.rowcount
+        raw = self._raw_connection()
+        cursor = None
+        try:
+            cursor = raw.cursor()
+            self.dialect.raw_begin(cursor)
+            cursor.execute(prepared.sql, params)
+            outcome = cursor.fetchall() if fetch else cursor.rowcount
+            raw.commit()
+            cursor.close()
+        except self._driver_error as error:
+            lost = self.engine.dialect.is_disconnect(error, raw, cursor)
+            if lost:
+                _close_quietly(raw)
+            else:
+                _rollback_quietly(raw)
+                self._idle.append(raw)
+            wrapped = sa.exc.DBAPIError.instance(
+                prepared.sql, params, error, self._driver_error,
+                connection_invalidated=lost, dialect=self.engine.dialect,
+            )  # fmt: skip
+            raise self.translate(wrapped) from None
+        except BaseException:
+            _close_quietly(raw)  # interrupted mid-statement: its state is unknown
+            raise
+        if len(self._idle) < _MAX_IDLE:
+            self._idle.append(raw)
+        else:
+            _close_quietly(raw)
+        return outcome
+
+    def _observed(self) -> bool:
+        """Whether someone listens to the engine's cursor events (tracing, say).
+
+        Statements then go through SQLAlchemy, so that every one of them is seen.
+        """
+        dispatch = self.engine.dispatch
+        return bool(dispatch.before_cursor_execute or dispatch.after_cursor_execute)
+
+    def _forget_idle_connections(self) -> None:
+        self._idle = []
+
+    def _raw_connection(self) -> Any:
+        try:
+            return self._idle.pop()
+        except IndexError:
+            pass
+        try:
+            pooled = self.engine.raw_connection()
+        except (sa.exc.DBAPIError, self._driver_error) as error:
+            raise self.unavailable(error) from None
+        raw = pooled.dbapi_connection
+        pooled.detach()
+        self.dialect.prepare_raw(raw)
+        return raw
 
     @contextmanager
     def unit(
@@ -91,20 +183,38 @@ class Database:
         try:
             yield
         except sa.exc.DBAPIError as error:
-            if self.dialect.is_missing_schema(error):
-                raise SchemaNotMigrated(database=self.engine.url.database) from None
-            if error.connection_invalidated:
-                raise self.unavailable(error) from None
-            raise
+            translated = self.translate(error)
+            if translated is error:
+                raise
+            raise translated from None
 
-    def unavailable(self, error: sa.exc.DBAPIError) -> DatabaseUnavailable:
+    def translate(self, error: sa.exc.DBAPIError) -> Exception:
+        """SchemaNotMigrated or DatabaseUnavailable when ``error`` means that, else ``error``."""
+        if self.dialect.is_missing_schema(error):
+            return SchemaNotMigrated(database=self.engine.url.database)
+        if error.connection_invalidated:
+            return self.unavailable(error)
+        return error
+
+    def unavailable(self, error: Exception) -> DatabaseUnavailable:
         """DatabaseUnavailable for ``error``, naming host and database, never the password."""
         url = self.engine.url
-        reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
+        driver_error = getattr(error, "orig", None) or error
+        reason = str(driver_error).strip().splitlines()[0]
         if url.password:
             reason = reason.replace(str(url.password), "***")
         host = f"{url.host}:{url.port}" if url.port else url.host or "this machine"
         return DatabaseUnavailable(database=url.database, host=host, reason=reason)
+
+
+def _close_quietly(raw: Any) -> None:
+    with suppress(Exception):
+        raw.close()
+
+
+def _rollback_quietly(raw: Any) -> None:
+    with suppress(Exception):
+        raw.rollback()
 
 
 def parse_url(url: str | sa.URL) -> sa.URL:

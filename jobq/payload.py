@@ -19,7 +19,7 @@ def check_args(task: str, args: Mapping[str, Any] | None) -> dict[str, Any]:
     """``args`` as a dict of keyword arguments, or InvalidTaskArguments saying what is wrong."""
     if args is None:
         return {}
-    if not isinstance(args, Mapping):
+    if type(args) is not dict and not isinstance(args, Mapping):
         raise InvalidTaskArguments(
             f"arguments of task {task!r} must be a mapping of names to values, "
             f"not {type(args).__name__}"
@@ -29,7 +29,7 @@ def check_args(task: str, args: Mapping[str, Any] | None) -> dict[str, Any]:
             raise InvalidTaskArguments(
                 f"argument names of task {task!r} must be strings, not {key!r}"
             )
-    return dict(args)
+    return args if type(args) is dict else dict(args)
 
 
 def encode_args(task: str, args: Mapping[str, Any] | None) -> str:

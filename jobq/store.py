@@ -19,6 +19,7 @@ from jobq import migrations
 from jobq.database import Database
 from jobq.errors import InvalidOption
 from jobq.payload import check_args, check_result, encode_args, encode_args_array
+from jobq.prepared import Prepared
 from jobq.retry import Backoff, ExponentialBackoff
 from jobq.schema import HAS_RETRIES, status_is, tasks
 from jobq.tasks import Status, Task, as_utc
@@ -41,6 +42,8 @@ class Store:
         self.db = Database(url_or_engine)
         self.engine: Engine = self.db.engine
         self.dialect = self.db.dialect
+        # Decodes raw task rows with SQLAlchemy's type processors.
+        self._read = self.dialect.row_reader(list(tasks.c), self.engine)
         #: Chooses the delay before a failed task's retry when set_status is not told.
         self.backoff: Backoff = backoff or ExponentialBackoff()
 
@@ -85,9 +88,12 @@ class Store:
             name, queue, priority, run_at, delay, retries, timeout, lease, unique_key, lock_key
         )
         params["new_args"] = checked
+        if unique_key is None:
+            insert = self.db.prepare(
+                ("insert", timing), lambda: self.dialect.insert_statement(timing)
+            )
+            return int(self.db.run(insert, params, connection=connection, fetch=True)[0][0])
         with self.db.unit(connection) as conn:
-            if unique_key is None:
-                return self.dialect.insert_one(conn, timing, params)
             # Insert-or-find, repeated in case the holder finishes between the two.
             for _ in range(100):
                 task_id = self.dialect.insert_unique(conn, timing, params)
@@ -135,11 +141,30 @@ class Store:
         timing, params = self._new_row(
             name, queue, priority, run_at, delay, retries, timeout, lease, None, lock_key
         )
-        ids: list[int] = []
-        with self.db.unit(connection, atomic=len(batches) > 1) as conn:
-            for array in batches:
-                ids += self.dialect.insert_many(conn, timing, params, array)
-        return ids
+        insert = self.db.prepare(
+            ("insert many", timing), lambda: self.dialect.insert_many_statement(timing)
+        )
+        if len(batches) == 1 and connection is None:
+            return self._insert_batch(insert, params, batches[0])
+        with self.db.unit(connection, atomic=True) as conn:
+            return [
+                task_id
+                for batch in batches
+                for task_id in self._insert_batch(insert, params, batch, conn)
+            ]
+
+    def _insert_batch(
+        self,
+        insert: Prepared,
+        params: dict[str, Any],
+        args_array: str,
+        connection: Connection | None = None,
+    ) -> list[int]:
+        rows = self.db.run(
+            insert, {**params, "args_array": args_array}, connection=connection, fetch=True
+        )
+        # Ids are assigned in array order, so sorting them restores argument order.
+        return sorted(row[0] for row in rows)
 
     def _new_row(
         self,
@@ -213,11 +238,16 @@ class Store:
         names = queue_list(queues)
         if limit == 0 or names == []:
             return []
-        with self.db.unit() as conn:
-            rows = self.dialect.capture(
-                conn, limit=limit, queues=names, worker_id=worker_id, lease=lease
-            )
-        captured = [Task.from_row(row) for row in rows]
+        shape = (None if names is None else len(names), lease is None)
+        stmt = self.db.prepare(("capture", *shape), lambda: self.dialect.capture_statement(*shape))
+        params: dict[str, Any] = {"limit": limit, "worker_id": worker_id}
+        if names is not None:
+            params.update({f"queue_{i}": name for i, name in enumerate(names)})
+        if lease is not None:
+            params["lease_seconds"] = float(lease)
+        captured = [
+            Task.from_values(self._read(row)) for row in self.db.run(stmt, params, fetch=True)
+        ]
         captured.sort(key=lambda t: (-t.priority, t.run_at, t.id))
         return captured
 
@@ -265,11 +295,10 @@ class Store:
             if retry_delay is None:
                 retry_delay = self.backoff.delay(attempt) if status is Status.FAILED else 0.0
             params["delay"], timing = float(retry_delay), "delay"
-        stmt = self.dialect.memo(
+        stmt = self.db.prepare(
             ("set_status", status, timing), lambda: self._set_status_statement(status, timing)
         )
-        with self.db.unit(connection) as conn:
-            return conn.execute(stmt, params).rowcount == 1
+        return self.db.run(stmt, params, connection=connection) == 1
 
     def _set_status_statement(self, status: Status, timing: str) -> sa.Update:
         """The fenced UPDATE ending a run with ``status``; the next run_at is ``timing``:
@@ -402,12 +431,11 @@ class Store:
     def get(self, id: int) -> Task | None:
         """Task ``id`` as it is now, or None."""
         check_int("id", id)
-        stmt = self.dialect.memo(
+        stmt = self.db.prepare(
             "get", lambda: sa.select(tasks).where(c.id == sa.bindparam("task_id"))
         )
-        with self.db.unit(read_only=True) as conn:
-            row = conn.execute(stmt, {"task_id": id}).first()
-        return None if row is None else Task.from_row(row)
+        rows = self.db.run(stmt, {"task_id": id}, fetch=True)
+        return Task.from_values(self._read(rows[0])) if rows else None
 
     def counts(self) -> dict[tuple[str, Status], int]:
         """How many tasks each (queue, status) holds."""

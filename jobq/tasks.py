@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -39,57 +40,45 @@ def as_utc(moment: datetime | None) -> datetime | None:
 
 @dataclass(frozen=True, slots=True)
 class Task:
-    """One row of the tasks table, as read at a moment; ``attempt`` is its fencing token."""
+    """One row of the tasks table, as read at a moment; ``attempt`` is its fencing token.
+
+    Fields are in the table's column order (jobq.schema.tasks), so a row maps onto them.
+    """
 
     id: int
+    queue_id: str
     name: str
     args: dict[str, Any]
-    queue_id: str
     status: Status
     priority: int
-    attempt: int
-    retries_left: int
     run_at: datetime
-    locked_by: str | None = None
-    locked_until: datetime | None = None
-    lease: float = 30.0
-    timeout: float | None = None
-    unique_key: str | None = None
-    lock_key: str | None = None
-    result: Any = None
-    error: str | None = None
-    recurring: bool = False
-    created_at: datetime | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
+    retries_left: int
+    attempt: int
+    lease: float
+    timeout: float | None
+    locked_by: str | None
+    locked_until: datetime | None
+    unique_key: str | None
+    lock_key: str | None
+    result: Any
+    error: str | None
+    recurring: bool
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
 
     @classmethod
-    def from_row(cls, row: Any) -> Task:
-        """Build a Task from a result row of the tasks table."""
-        m = row._mapping
+    def from_values(cls, values: Sequence[Any]) -> Task:
+        """Build a Task from one row's Python values, in column order."""
+        (id, queue_id, name, args, status, priority, run_at, retries_left, attempt, lease,
+         timeout, locked_by, locked_until, unique_key, lock_key, result, error, recurring,
+         created_at, started_at, finished_at) = values  # fmt: skip
         return cls(
-            id=m["id"],
-            name=m["name"],
-            args=m["args"],
-            queue_id=m["queue_id"],
-            status=Status(m["status"]),
-            priority=m["priority"],
-            attempt=m["attempt"],
-            retries_left=m["retries_left"],
-            run_at=as_utc(m["run_at"]),  # type: ignore[arg-type]
-            locked_by=m["locked_by"],
-            locked_until=as_utc(m["locked_until"]),
-            lease=m["lease"],
-            timeout=m["timeout"],
-            unique_key=m["unique_key"],
-            lock_key=m["lock_key"],
-            result=m["result"],
-            error=m["error"],
-            recurring=bool(m["recurring"]),
-            created_at=as_utc(m["created_at"]),
-            started_at=as_utc(m["started_at"]),
-            finished_at=as_utc(m["finished_at"]),
-        )
+            id, queue_id, name, args, Status(status), priority, as_utc(run_at),  # type: ignore[arg-type]
+            retries_left, attempt, lease, timeout, locked_by, as_utc(locked_until), unique_key,
+            lock_key, result, error, bool(recurring), as_utc(created_at),  # type: ignore[arg-type]
+            as_utc(started_at), as_utc(finished_at),
+        )  # fmt: skip
 
     @property
     def fence(self) -> tuple[int, int]:

@@ -6,12 +6,13 @@ are built here once; a dialect only supplies the shape its database needs around
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine, Row
+from sqlalchemy.engine import Connection, Engine
 
+from jobq.prepared import RowReader
 from jobq.schema import ACTIVE, HAS_RETRIES, HOLDS_UNIQUE_KEY, status_is, tasks
 from jobq.tasks import Status
 
@@ -44,11 +45,11 @@ def capturable(now: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
     )
 
 
-def queue_filter(all_queues: bool) -> sa.ColumnElement[bool]:
-    """Every queue, or those in the expanding parameter ``queues``."""
-    if all_queues:
+def queue_filter(queue_count: int | None) -> sa.ColumnElement[bool]:
+    """Every queue (None), or the ``queue_count`` named by parameters ``queue_0``, ..."""
+    if queue_count is None:
         return sa.true()
-    return c.queue_id.in_(sa.bindparam("queues", expanding=True))
+    return c.queue_id.in_([sa.bindparam(f"queue_{i}", type_=sa.String) for i in range(queue_count)])
 
 
 class Dialect:
@@ -93,6 +94,22 @@ class Dialect:
     def configure_engine(self, engine: Engine) -> None:
         """Install whatever per-connection setup jobq relies on (idempotent)."""
 
+    def raw_connections_ok(self, engine: Engine) -> bool:
+        """Whether driver connections may be detached from ``engine``'s pool and reused."""
+        return True
+
+    def prepare_raw(self, raw: Any) -> None:
+        """Set up a driver connection that Database.run will own (autocommit, say)."""
+
+    def raw_begin(self, cursor: Any) -> None:
+        """Start the transaction around one statement run on a raw driver cursor, if any."""
+
+    def row_reader(
+        self, columns: Sequence[sa.ColumnElement[Any]], engine: Engine
+    ) -> Callable[[Sequence[Any]], Sequence[Any]]:
+        """A function turning the driver's rows of ``columns`` into Python values."""
+        return RowReader(columns, engine.dialect)
+
     # --- clock ----------------------------------------------------------------------
 
     def now(self) -> sa.ColumnElement[Any]:
@@ -121,7 +138,7 @@ class Dialect:
             # A failed row, or a running row whose lease expired, spends a retry.
             "retries_left": sa.case(
                 (
-                    c.status.in_([Status.FAILED.value, Status.IN_PROGRESS.value]),
+                    sa.or_(status_is(Status.FAILED), status_is(Status.IN_PROGRESS)),
                     c.retries_left - 1,
                 ),
                 else_=c.retries_left,
@@ -152,30 +169,22 @@ class Dialect:
         )
         return values
 
-    def insert_one(self, conn: Connection, timing: str, params: dict[str, Any]) -> int:
-        """Insert one task row (parameters of new_row_values, plus ``new_args``); its id."""
-        stmt = self.memo(
-            ("insert", timing),
-            lambda: sa.insert(tasks).values(
-                **self.new_row_values(timing), args=sa.bindparam("new_args", type_=c.args.type)
-            ),
+    def insert_statement(self, timing: str) -> sa.Executable:
+        """INSERT of one task (parameters of new_row_values, plus ``new_args``) returning its id."""
+        return (
+            sa.insert(tasks)
+            .values(**self.new_row_values(timing), args=sa.bindparam("new_args", type_=c.args.type))
+            .returning(c.id)
         )
-        return int(conn.execute(stmt, params).inserted_primary_key[0])
 
-    def insert_many(
-        self, conn: Connection, timing: str, params: dict[str, Any], args_array: str
-    ) -> list[int]:
-        """Insert one row per element of the JSON array ``args_array``, sharing ``params``.
+    def insert_many_statement(self, timing: str) -> sa.Executable:
+        """INSERT of one task per element of the JSON array parameter ``args_array``.
 
-        Returns the new ids in array order. One statement whatever the batch size: the
-        args travel as a single JSON array parameter that the database unrolls in order.
-        (Measured on PostgreSQL: 4x faster than unnest of a text[], close to COPY.)
+        The rows share the parameters of new_row_values and come back as their ids, in
+        array order once sorted. One statement whatever the batch size: the database
+        unrolls the array (measured on PostgreSQL: 4x faster than unnest of a text[],
+        close to COPY).
         """
-        stmt = self.memo(("insert many", timing), lambda: self._insert_many_statement(timing))
-        # Ids are assigned in select order, so sorting them restores argument order.
-        return sorted(conn.execute(stmt, {**params, "args_array": args_array}).scalars())
-
-    def _insert_many_statement(self, timing: str) -> sa.Executable:
         common = self.new_row_values(timing)
         value, position = self.json_array_rows(sa.bindparam("args_array", type_=sa.Text))
         select = sa.select(*common.values(), value).order_by(position)
@@ -215,42 +224,20 @@ class Dialect:
             sa.select(c.id).where(c.unique_key == unique_key, HOLDS_UNIQUE_KEY)
         ).scalar()
 
-    def capture(
-        self,
-        conn: Connection,
-        *,
-        limit: int,
-        queues: Sequence[str] | None,
-        worker_id: str,
-        lease: float | None,
-    ) -> Sequence[Row[Any]]:
-        """Move at most ``limit`` capturable rows to in_progress atomically; return them."""
-        shape = (queues is None, lease is None)
-        stmt = self.memo(
-            ("capture", *shape),
-            lambda: self.capture_statement(all_queues=shape[0], row_lease=shape[1]),
-        )
-        params: dict[str, Any] = {"limit": limit, "worker_id": worker_id}
-        if queues is not None:
-            params["queues"] = list(queues)
-        if lease is not None:
-            params["lease_seconds"] = float(lease)
-        return conn.execute(stmt, params).all()
-
-    def capturable_ids(self, now: sa.ColumnElement[Any], *, all_queues: bool) -> sa.Select[Any]:
+    def capturable_ids(self, now: sa.ColumnElement[Any], queue_count: int | None) -> sa.Select[Any]:
         """The ids a capture takes: capturable at ``now``, in order, at most ``limit``."""
         return (
             sa.select(c.id)
-            .where(capturable(now), queue_filter(all_queues))
+            .where(capturable(now), queue_filter(queue_count))
             .order_by(*CAPTURE_ORDER)
             .limit(sa.bindparam("limit", type_=sa.Integer))
         )
 
-    def capture_statement(self, *, all_queues: bool, row_lease: bool) -> sa.Executable:
-        """The one statement that captures, for dialects where one statement does.
+    def capture_statement(self, queue_count: int | None, row_lease: bool) -> sa.Executable:
+        """The one statement that captures and returns every column of the captured rows.
 
-        Parameters: ``limit``, ``worker_id``, and ``queues`` / ``lease_seconds`` unless
-        ``all_queues`` / ``row_lease``.
+        Parameters: ``limit``, ``worker_id``, ``queue_0``... (see queue_filter), and
+        ``lease_seconds`` unless ``row_lease``.
         """
         raise NotImplementedError
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg
+from sqlalchemy.engine import Engine
 
 from jobq.dialects.base import Dialect
 from jobq.schema import tasks
@@ -27,6 +29,16 @@ class PostgresDialect(Dialect):
             return url.set(drivername="postgresql+psycopg")
         return url
 
+    def prepare_raw(self, raw: Any) -> None:
+        raw.autocommit = True  # each statement Database.run sends is atomic on its own
+
+    def row_reader(
+        self, columns: Sequence[sa.ColumnElement[Any]], engine: Engine
+    ) -> Callable[[Sequence[Any]], Sequence[Any]]:
+        # psycopg returns final values for every type jobq stores (json as Python objects,
+        # timestamptz as aware datetimes), so rows need no processing.
+        return _as_is
+
     def now(self) -> sa.ColumnElement[Any]:
         return sa.func.now(type_=sa.DateTime(timezone=True))
 
@@ -44,14 +56,12 @@ class PostgresDialect(Dialect):
         )
         return rows.c.value, rows.c.position
 
-    def capture_statement(self, *, all_queues: bool, row_lease: bool) -> sa.Executable:
+    def capture_statement(self, queue_count: int | None, row_lease: bool) -> sa.Executable:
         now = self.now()
         # A CTE, so the planner cannot re-run the LIMIT subquery per row and claim more
         # than ``limit``; SKIP LOCKED lets concurrent captures pass each other.
         picked = (
-            self.capturable_ids(now, all_queues=all_queues)
-            .with_for_update(skip_locked=True)
-            .cte("picked")
+            self.capturable_ids(now, queue_count).with_for_update(skip_locked=True).cte("picked")
         )
         stmt = (
             sa.update(tasks)
@@ -63,3 +73,7 @@ class PostgresDialect(Dialect):
 
     def is_missing_schema(self, error: sa.exc.DBAPIError) -> bool:
         return getattr(error.orig, "sqlstate", None) in _MISSING_SCHEMA
+
+
+def _as_is(row: Sequence[Any]) -> Sequence[Any]:
+    return row

@@ -56,6 +56,13 @@ class SQLiteDialect(Dialect):
         if not event.contains(engine, "begin", _on_begin):
             event.listen(engine, "begin", _on_begin)
 
+    def raw_connections_ok(self, engine: Engine) -> bool:
+        # An in-memory database lives in its one pooled connection; never take it away.
+        return engine.url.database not in (None, "", ":memory:")
+
+    def raw_begin(self, cursor: Any) -> None:
+        cursor.execute("BEGIN IMMEDIATE")  # see _on_begin
+
     def now(self) -> sa.ColumnElement[Any]:
         return sa.func.strftime(_TIME_FORMAT, "now", type_=sa.DateTime(timezone=True))
 
@@ -70,11 +77,11 @@ class SQLiteDialect(Dialect):
         rows = sa.func.json_each(array).table_valued("key", "value")
         return rows.c.value, rows.c.key
 
-    def capture_statement(self, *, all_queues: bool, row_lease: bool) -> sa.Executable:
+    def capture_statement(self, queue_count: int | None, row_lease: bool) -> sa.Executable:
         # The engine's BEGIN IMMEDIATE already serialises writers, so one UPDATE with a
         # LIMIT subquery is atomic.
         now = self.now()
-        picked = self.capturable_ids(now, all_queues=all_queues)
+        picked = self.capturable_ids(now, queue_count)
         stmt = (
             sa.update(tasks)
             .where(c.id.in_(picked))

@@ -3,15 +3,29 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
+import pytest
 import sqlalchemy as sa
+from sqlalchemy import event
 
 import jobq
 from jobq import Status
 from tests.helpers import all_rows, expire_lease, set_columns
 
 PAST = datetime(2020, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture(params=["fast", "observed"])
+def store(db_url: str, request: pytest.FixtureRequest) -> Iterator[jobq.Store]:
+    """The Store on both of its paths: statements straight to the driver, and through
+    SQLAlchemy's execution (taken whenever someone listens to cursor events)."""
+    s = jobq.Store(db_url)
+    if request.param == "observed":
+        event.listen(s.engine, "before_cursor_execute", lambda *args: None)
+    yield s
+    s.dispose()
 
 
 def capture_one(store: jobq.Store, worker: str = "w1", **kw: object) -> jobq.Task:

@@ -66,3 +66,35 @@ def test_default_url_comes_from_the_environment(
     assert store.engine.url.database == "jobq.db"
     store.migrate()
     assert os.path.exists(tmp_path / "jobq.db")
+
+
+@pytest.mark.parametrize("backend", ["postgresql"])  # only a server can drop a connection
+def test_a_dropped_connection_is_reported_then_replaced(store: jobq.Store) -> None:
+    """The server closes the Store's connection: one call says so, the next reconnects."""
+    task_id = store.enqueue("t", {})
+    assert store.get(task_id) is not None  # the Store now holds an idle connection
+    held = [raw.info.backend_pid for raw in store.db._idle]
+    assert held
+    with store.engine.connect() as admin:
+        for pid in held:
+            admin.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)})")
+    with pytest.raises(jobq.DatabaseUnavailable, match=r"127\.0\.0\.1"):
+        store.get(task_id)
+    assert store.get(task_id) is not None
+    task = store.capture(1, worker_id="w")[0]
+    assert store.set_status(task.id, task.attempt, "done")
+
+
+def test_a_forked_child_opens_connections_of_its_own(store: jobq.Store) -> None:
+    """Idle driver connections stay with the parent; the child's calls still work."""
+    task_id = store.enqueue("t", {"from": "parent"})
+    assert store.db._idle, "the parent holds an idle connection"
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report, then leave without running pytest's teardown
+        ok = not store.db._idle and store.get(task_id) is not None
+        os.write(write, b"ok" if ok else b"no")
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.read(read, 2) == b"ok"
+    assert store.get(task_id) is not None  # the parent's connection is intact
