@@ -81,9 +81,19 @@ HOLDS_UNIQUE_KEY = sa.and_(
     ),
 )
 
+# Capture walks one of these in its ORDER BY and stops at its LIMIT: by queue when it
+# names one queue, across queues otherwise (leading with queue_id, that one could only
+# give the order after sorting every due row of the backlog).
 partial_index(
     "jobq_tasks_capture",
     c.queue_id,
+    c.priority.desc(),
+    c.run_at,
+    c.id,
+    where=ACTIVE,
+)
+partial_index(
+    "jobq_tasks_capture_any_queue",
     c.priority.desc(),
     c.run_at,
     c.id,

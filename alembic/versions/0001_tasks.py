@@ -75,6 +75,12 @@ def upgrade() -> None:
         **partial_index_options(ACTIVE),
     )
     op.create_index(
+        "jobq_tasks_capture_any_queue",
+        "jobq_tasks",
+        [sa.column("priority").desc(), "run_at", "id"],
+        **partial_index_options(ACTIVE),
+    )
+    op.create_index(
         "jobq_tasks_unique_key",
         "jobq_tasks",
         ["unique_key"],

@@ -63,9 +63,14 @@ class PostgresDialect(Dialect):
         picked = (
             self.capturable_ids(now, queue_count).with_for_update(skip_locked=True).cte("picked")
         )
+        # id = ANY(ARRAY(...)) rather than UPDATE ... FROM picked: once the statement is
+        # prepared, a generic plan cannot see the LIMIT, guesses hundreds of rows and
+        # hash-joins them against a sequential scan of the whole table. ANY(ARRAY) is
+        # always a primary-key index scan.
+        picked_ids = sa.func.array(sa.select(picked.c.id).scalar_subquery())
         stmt = (
             sa.update(tasks)
-            .where(c.id == picked.c.id)
+            .where(c.id == sa.any_(picked_ids))
             .values(**self.capture_values(row_lease=row_lease, now=now))
             .returning(*tasks.c)
         )
