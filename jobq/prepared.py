@@ -10,6 +10,7 @@ on SQLite costs more than the statement itself. The hot, fixed-shape statements
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -47,17 +48,47 @@ class Prepared:
 
 
 class RowReader:
-    """Turns the driver's rows of ``columns`` into Python values with SQLAlchemy's processors."""
+    """Turns the driver's rows of ``columns`` into final Python values.
+
+    SQLAlchemy's result processor of each column does the work, unless the driver's
+    values are ``final`` already; either way datetimes come out aware, in UTC, whatever
+    the driver or the session's time zone gave.
+    """
 
     def __init__(
-        self, columns: Sequence[sa.ColumnElement[Any]], dialect: SQLAlchemyDialect
+        self,
+        columns: Sequence[sa.ColumnElement[Any]],
+        dialect: SQLAlchemyDialect,
+        *,
+        final: bool = False,
     ) -> None:
-        self._processors: list[Processor] = [
-            column.type.dialect_impl(dialect).result_processor(dialect, None) for column in columns
-        ]
+        # (position, processor) of the columns whose driver values need converting.
+        self._processors: list[tuple[int, Callable[[Any], Any]]] = []
+        for position, column in enumerate(columns):
+            processor = (
+                None if final else column.type.dialect_impl(dialect).result_processor(dialect, None)
+            )
+            if isinstance(column.type, sa.DateTime):
+                processor = _in_utc(processor)
+            if processor is not None:
+                self._processors.append((position, processor))
 
     def __call__(self, row: Sequence[Any]) -> list[Any]:
-        return [
-            value if processor is None or value is None else processor(value)
-            for processor, value in zip(self._processors, row, strict=True)
-        ]
+        values = list(row)
+        for position, processor in self._processors:
+            value = values[position]
+            if value is not None:
+                values[position] = processor(value)
+        return values
+
+
+def _in_utc(processor: Processor) -> Callable[[Any], datetime]:
+    """``processor`` followed by conversion to an aware UTC datetime (naive means UTC)."""
+
+    def in_utc(value: Any) -> datetime:
+        moment = value if processor is None else processor(value)
+        if moment.tzinfo is None:
+            return moment.replace(tzinfo=UTC)
+        return moment if moment.tzinfo is UTC else moment.astimezone(UTC)
+
+    return in_utc

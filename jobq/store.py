@@ -23,7 +23,7 @@ from jobq.prepared import Prepared
 from jobq.retry import Backoff, ExponentialBackoff
 from jobq.schema import HAS_RETRIES, status_is, tasks
 from jobq.tasks import Status, Task, as_utc
-from jobq.validation import check_int, check_key, check_seconds, queue_list
+from jobq.validation import check_datetime, check_int, check_key, check_seconds, queue_list
 
 c = tasks.c
 
@@ -206,8 +206,7 @@ class Store:
         if run_at is not None and delay is not None:
             raise InvalidOption(option="run_at", reason="give run_at or delay, not both")
         if run_at is not None:
-            if not isinstance(run_at, datetime):
-                raise InvalidOption(option="run_at", reason=f"{run_at!r} is not a datetime")
+            check_datetime("run_at", run_at)
             params["new_run_at"] = as_utc(run_at)
             return "at", params
         if delay is not None:
@@ -282,6 +281,8 @@ class Store:
             raise InvalidOption(option="run_at", reason="give run_at or retry_delay, not both")
         if retry_delay is not None:
             check_seconds("retry_delay", retry_delay)
+        if run_at is not None:
+            check_datetime("run_at", run_at)
         if error is not None and not isinstance(error, str):
             raise InvalidOption(option="error", reason=f"{error!r} is not a string")
         if result is not None:

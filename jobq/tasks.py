@@ -29,6 +29,10 @@ class Status(enum.StrEnum):
             raise UnknownStatus(status=value, expected=", ".join(s.value for s in cls)) from None
 
 
+#: Status by value: a dict lookup, several times faster than calling the enum.
+_STATUSES = {s.value: s for s in Status}
+
+
 def as_utc(moment: datetime | None) -> datetime | None:
     """Return ``moment`` as an aware UTC datetime; naive datetimes are taken to be UTC."""
     if moment is None:
@@ -69,16 +73,9 @@ class Task:
 
     @classmethod
     def from_values(cls, values: Sequence[Any]) -> Task:
-        """Build a Task from one row's Python values, in column order."""
-        (id, queue_id, name, args, status, priority, run_at, retries_left, attempt, lease,
-         timeout, locked_by, locked_until, unique_key, lock_key, result, error, recurring,
-         created_at, started_at, finished_at) = values  # fmt: skip
-        return cls(
-            id, queue_id, name, args, Status(status), priority, as_utc(run_at),  # type: ignore[arg-type]
-            retries_left, attempt, lease, timeout, locked_by, as_utc(locked_until), unique_key,
-            lock_key, result, error, bool(recurring), as_utc(created_at),  # type: ignore[arg-type]
-            as_utc(started_at), as_utc(finished_at),
-        )  # fmt: skip
+        """Build a Task from one row's final Python values, in column order."""
+        id, queue_id, name, args, status, *rest = values
+        return cls(id, queue_id, name, args, _STATUSES[status], *rest)
 
     @property
     def fence(self) -> tuple[int, int]:

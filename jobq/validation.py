@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from jobq.errors import InvalidOption
@@ -50,3 +51,9 @@ def check_key(option: str, value: Any, *, required: bool = False) -> None:
         raise InvalidOption(option=option, reason=f"{value!r} is not a non-empty string")
     if len(value) > MAX_KEY:
         raise InvalidOption(option=option, reason=f"longer than {MAX_KEY} characters")
+
+
+def check_datetime(option: str, value: Any) -> None:
+    """A datetime (naive ones are taken as UTC)."""
+    if not isinstance(value, datetime):
+        raise InvalidOption(option=option, reason=f"{value!r} is not a datetime")

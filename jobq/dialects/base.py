@@ -107,7 +107,7 @@ class Dialect:
     def row_reader(
         self, columns: Sequence[sa.ColumnElement[Any]], engine: Engine
     ) -> Callable[[Sequence[Any]], Sequence[Any]]:
-        """A function turning the driver's rows of ``columns`` into Python values."""
+        """A function turning the driver's rows of ``columns`` into final Python values."""
         return RowReader(columns, engine.dialect)
 
     # --- clock ----------------------------------------------------------------------

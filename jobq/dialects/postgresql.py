@@ -10,6 +10,7 @@ from sqlalchemy.dialects import postgresql as pg
 from sqlalchemy.engine import Engine
 
 from jobq.dialects.base import Dialect
+from jobq.prepared import RowReader
 from jobq.schema import tasks
 
 c = tasks.c
@@ -36,8 +37,8 @@ class PostgresDialect(Dialect):
         self, columns: Sequence[sa.ColumnElement[Any]], engine: Engine
     ) -> Callable[[Sequence[Any]], Sequence[Any]]:
         # psycopg returns final values for every type jobq stores (json as Python objects,
-        # timestamptz as aware datetimes), so rows need no processing.
-        return _as_is
+        # timestamptz as aware datetimes); SQLAlchemy's processors would need its type codes.
+        return RowReader(columns, engine.dialect, final=True)
 
     def now(self) -> sa.ColumnElement[Any]:
         return sa.func.now(type_=sa.DateTime(timezone=True))
@@ -78,7 +79,3 @@ class PostgresDialect(Dialect):
 
     def is_missing_schema(self, error: sa.exc.DBAPIError) -> bool:
         return getattr(error.orig, "sqlstate", None) in _MISSING_SCHEMA
-
-
-def _as_is(row: Sequence[Any]) -> Sequence[Any]:
-    return row
