@@ -1,0 +1,78 @@
+"""Capture latency over a large backlog of queued tasks, by which queues are asked for.
+
+Fills 'default' with a backlog (default 200,000 queued tasks) and 'other' with 1,000,
+then times Store.capture(100) from all queues, one queue, and two queues. A capture
+that walks a partial index in its ORDER BY stays flat however large the backlog; one
+that has to sort the backlog grows with it.
+
+    .venv/bin/python benchmarks/capture_backlog.py [--backlog 200000] [--only sqlite|postgresql]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the checkout importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import jobq
+from benchmarks._sql import DEFAULT_POSTGRES_URL, drop_schema, in_schema
+
+CHOICES = {"all queues": None, "one queue": ["default"], "two queues": ["default", "other"]}
+
+
+def measure(store: jobq.Store, backlog: int, calls: int) -> dict[str, float]:
+    for start in range(0, backlog, 50_000):
+        store.enqueue_many("t", [{"i": i} for i in range(start, min(start + 50_000, backlog))])
+    store.enqueue_many("t", [{"i": i} for i in range(1000)], queue="other")
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("ANALYZE")
+    medians = {}
+    for label, queues in CHOICES.items():
+        times = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            store.capture(100, queues=queues, worker_id="backlog")
+            times.append(time.perf_counter() - started)
+        medians[label] = statistics.median(times) * 1000
+    return medians
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backlog", type=int, default=200_000)
+    parser.add_argument("--calls", type=int, default=10)
+    parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL)
+    parser.add_argument("--pg-schema", default="jobq_backlog")
+    parser.add_argument("--only", choices=["sqlite", "postgresql"])
+    args = parser.parse_args()
+    rows = []
+    if args.only in (None, "sqlite"):
+        with tempfile.TemporaryDirectory() as tmp:
+            store = jobq.Store(f"sqlite:///{tmp}/backlog.db")
+            store.migrate()
+            rows.append(("SQLite", measure(store, args.backlog, args.calls)))
+            store.dispose()
+    if args.only in (None, "postgresql"):
+        url = in_schema(args.postgres_url, args.pg_schema)
+        try:
+            store = jobq.Store(url)
+            store.migrate()
+            rows.append(("PostgreSQL", measure(store, args.backlog, args.calls)))
+            store.dispose()
+        finally:
+            drop_schema(args.postgres_url, args.pg_schema)
+    print(f"capture(100) median ms, backlog of {args.backlog:,} queued tasks in 'default'")
+    print("| database | " + " | ".join(CHOICES) + " |")
+    print("|---|" + "---:|" * len(CHOICES))
+    for name, medians in rows:
+        print(f"| {name} | " + " | ".join(f"{medians[c]:.2f}" for c in CHOICES) + " |")
+
+
+if __name__ == "__main__":
+    main()
