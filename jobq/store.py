@@ -393,6 +393,54 @@ class Store:
         with self.db.unit() as conn:
             return conn.execute(stmt).rowcount == 1
 
+    def retry(self, id: int) -> bool:
+        """Queue task ``id`` again now if it failed or was cancelled; False otherwise.
+
+        A terminal failure gets one more attempt (its retries_left stays 0). A task whose
+        unique_key another pending task holds now stays as it is.
+        """
+        check_int("id", id)
+        with self.db.unit() as conn:
+            return conn.execute(self._retry_statement(c.id == id)).rowcount == 1
+
+    def retry_failed(self, queue: str | None = None) -> int:
+        """Queue every terminally failed task (of ``queue``) again now; how many."""
+        check_key("queue", queue)
+        which = sa.and_(status_is(Status.FAILED), c.retries_left == 0)
+        if queue is not None:
+            which = sa.and_(which, c.queue_id == queue)
+        with self.db.unit() as conn:
+            return conn.execute(self._retry_statement(which)).rowcount
+
+    def _retry_statement(self, which: sa.ColumnElement[bool]) -> sa.Update:
+        holder = tasks.alias("holder")
+        key_is_held = (
+            sa.select(holder.c.id)
+            .where(
+                holder.c.unique_key == c.unique_key,
+                holder.c.id != c.id,
+                holder.c.status.in_([Status.QUEUED.value, Status.IN_PROGRESS.value])
+                | ((holder.c.status == Status.FAILED.value) & (holder.c.retries_left > 0)),
+            )
+            .exists()
+        )
+        return (
+            sa.update(tasks)
+            .where(
+                which,
+                c.status.in_([Status.FAILED.value, Status.CANCELLED.value]),
+                sa.not_(c.recurring),
+                sa.not_(key_is_held),
+            )
+            .values(
+                status=Status.QUEUED.value,
+                run_at=self.dialect.now(),
+                finished_at=None,
+                locked_by=None,
+                locked_until=None,
+            )
+        )
+
     # --- maintenance ----------------------------------------------------------------
 
     def rescue(self) -> int:
@@ -437,6 +485,45 @@ class Store:
         )
         rows = self.db.run(stmt, {"task_id": id}, fetch=True)
         return Task.from_values(self._read(rows[0])) if rows else None
+
+    def list_tasks(
+        self, *, status: Status | str | None = None, queue: str | None = None, limit: int = 50
+    ) -> list[Task]:
+        """The newest ``limit`` tasks, optionally of one status and one queue."""
+        check_int("limit", limit, minimum=0)
+        check_key("queue", queue)
+        params: dict[str, Any] = {"limit": limit}
+        if status is not None:
+            params["want_status"] = Status.parse(status).value
+        if queue is not None:
+            params["want_queue"] = queue
+        shape = (status is not None, queue is not None)
+        stmt = self.db.prepare(("list", *shape), lambda: self._list_statement(*shape))
+        rows = self.db.run(stmt, params, fetch=True)
+        return [Task.from_values(self._read(row)) for row in rows]
+
+    def _list_statement(self, by_status: bool, by_queue: bool) -> sa.Select[Any]:
+        stmt = sa.select(tasks).order_by(c.id.desc()).limit(sa.bindparam("limit", type_=sa.Integer))
+        if by_status:
+            stmt = stmt.where(c.status == sa.bindparam("want_status", type_=sa.String))
+        if by_queue:
+            stmt = stmt.where(c.queue_id == sa.bindparam("want_queue", type_=sa.String))
+        return stmt
+
+    def oldest_waiting(self) -> dict[str, float]:
+        """Per queue, how many seconds its longest-waiting due queued task has waited."""
+        now = self.dialect.now()
+        stmt = (
+            sa.select(c.queue_id, sa.func.min(c.run_at), now)
+            .where(status_is(Status.QUEUED), c.run_at <= now)
+            .group_by(c.queue_id)
+        )
+        with self.db.unit(read_only=True) as conn:
+            rows = conn.execute(stmt).all()
+        return {
+            queue: max((as_utc(at_now) - as_utc(oldest)).total_seconds(), 0.0)  # type: ignore[operator]
+            for queue, oldest, at_now in rows
+        }
 
     def counts(self) -> dict[tuple[str, Status], int]:
         """How many tasks each (queue, status) holds."""

@@ -482,3 +482,64 @@ def test_store_accepts_an_engine_and_hides_passwords(db_url: str) -> None:
     secret = jobq.Store("postgresql://u:hunter2@localhost/db")
     assert "hunter2" not in repr(secret)
     engine.dispose()
+
+
+# --- listing and retrying ---------------------------------------------------------------
+
+
+def test_list_tasks_newest_first_with_filters(store: jobq.Store) -> None:
+    a = store.enqueue("t", {"n": 1}, queue="a")
+    b = store.enqueue("t", {"n": 2}, queue="b")
+    c = store.enqueue("t", {"n": 3}, queue="a")
+    task = capture_one(store, queues=["b"])
+    store.set_status(task.id, task.attempt, Status.DONE, result=7)
+    assert [t.id for t in store.list_tasks()] == [c, b, a]
+    assert [t.id for t in store.list_tasks(queue="a")] == [c, a]
+    assert [t.id for t in store.list_tasks(status="done")] == [b]
+    assert store.list_tasks(status=Status.DONE)[0].result == 7
+    assert [t.id for t in store.list_tasks(status="queued", queue="a", limit=1)] == [c]
+    assert store.list_tasks(status="failed") == []
+
+
+def test_retry_requeues_failed_and_cancelled_tasks_once(store: jobq.Store) -> None:
+    failed = store.enqueue("t", {}, retries=0)
+    task = capture_one(store)
+    store.set_status(task.id, task.attempt, Status.FAILED, error="boom")
+    cancelled = store.enqueue("t", {})
+    store.cancel(cancelled)
+    done = store.enqueue("t", {}, priority=-1)
+    assert store.retry(failed) and store.retry(cancelled)
+    assert not store.retry(failed)  # queued now
+    again = capture_one(store)
+    assert (again.id, again.attempt, again.retries_left) == (failed, 2, 0)
+    store.set_status(again.id, again.attempt, Status.FAILED, error="still")
+    assert store.get(failed).finished_at is not None  # type: ignore[union-attr]
+    assert capture_one(store).id == cancelled
+    task = capture_one(store)
+    store.set_status(task.id, task.attempt, Status.DONE)
+    assert task.id == done and not store.retry(done)
+    assert not store.retry(10**9)
+
+
+def test_retry_failed_by_queue_leaves_held_unique_keys_alone(store: jobq.Store) -> None:
+    for queue in ("a", "a", "b"):
+        store.enqueue("t", {}, queue=queue, retries=0)
+    store.enqueue("t", {}, queue="a", retries=0, unique_key="k")
+    for task in store.capture(10, worker_id="w"):
+        store.set_status(task.id, task.attempt, Status.FAILED)
+    holder = store.enqueue("t", {}, queue="c", unique_key="k")  # k is free again: new holder
+    assert store.retry_failed("a") == 2  # the failed 'k' task stays: k is held
+    assert store.retry_failed() == 1
+    assert store.counts()[("a", Status.QUEUED)] == 2
+    assert store.counts()[("a", Status.FAILED)] == 1
+    assert store.get(holder).status is Status.QUEUED  # type: ignore[union-attr]
+
+
+def test_oldest_waiting_is_per_queue_and_only_counts_due_tasks(store: jobq.Store) -> None:
+    assert store.oldest_waiting() == {}
+    store.enqueue("t", {}, queue="a", run_at=datetime.now(UTC) - timedelta(seconds=90))
+    store.enqueue("t", {}, queue="a")
+    store.enqueue("t", {}, queue="b", delay=3600)
+    waited = store.oldest_waiting()
+    assert set(waited) == {"a"}
+    assert 85 <= waited["a"] <= 100
