@@ -102,3 +102,18 @@ partial_index(
 partial_index("jobq_tasks_unique_key", c.unique_key, where=HOLDS_UNIQUE_KEY, unique=True)
 partial_index("jobq_tasks_lease_expiry", c.locked_until, where=c.status == Status.IN_PROGRESS.value)
 sa.Index("jobq_tasks_finished_at", c.finished_at)
+
+#: Live workers, for `jobq status`: each worker upserts its row when it starts, touches
+#: it with every heartbeat, and deletes it when it stops.
+workers = sa.Table(
+    "jobq_workers",
+    metadata,
+    sa.Column("worker_id", sa.String(255), primary_key=True),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer(), nullable=False),
+    # The queues it captures from; NULL means every queue.
+    sa.Column("queues", sa.JSON(none_as_null=True), nullable=True),
+    sa.Column("concurrency", sa.Integer(), nullable=False),
+    sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("last_seen", sa.DateTime(timezone=True), nullable=False),
+)

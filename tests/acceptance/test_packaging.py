@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from jobq import migrations
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -50,8 +52,8 @@ def test_installed_wheel_migrates_an_empty_sqlite_database(tmp_path: Path) -> No
     with sqlite3.connect(work / "fresh.db") as db:
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
         version = db.execute("SELECT version_num FROM jobq_alembic_version").fetchone()
-    assert {"jobq_tasks", "jobq_alembic_version"} <= tables
-    assert version == ("0001",)
+    assert {"jobq_tasks", "jobq_workers", "jobq_alembic_version"} <= tables
+    assert version == (migrations.head(),)
 
 
 def test_quickstart_example_runs(tmp_path: Path) -> None:

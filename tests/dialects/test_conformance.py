@@ -543,3 +543,26 @@ def test_oldest_waiting_is_per_queue_and_only_counts_due_tasks(store: jobq.Store
     waited = store.oldest_waiting()
     assert set(waited) == {"a"}
     assert 85 <= waited["a"] <= 100
+
+
+# --- the live-worker registry ----------------------------------------------------------
+
+
+def test_worker_registry_round_trip(store: jobq.Store) -> None:
+    store.register_worker("w1", host="h1", pid=11, queues=["a", "b"], concurrency=8)
+    store.register_worker("w2", host="h2", pid=22, queues=None, concurrency=1)
+    store.register_worker("w1", host="h1", pid=12, queues=["a"], concurrency=4)  # restarted
+    listed = {w.worker_id: w for w in store.live_workers()}
+    assert set(listed) == {"w1", "w2"}
+    assert (listed["w1"].pid, listed["w1"].queues, listed["w1"].concurrency) == (12, ["a"], 4)
+    assert listed["w2"].queues is None and listed["w2"].alive
+    assert listed["w1"].started_at.tzinfo is not None
+    assert store.touch_worker("w2") and not store.touch_worker("ghost")
+    assert store.forget_workers(3600) == 0
+    time.sleep(1.2)
+    assert not any(w.alive for w in store.live_workers(stale_after=1))
+    store.touch_worker("w2")
+    assert [w.worker_id for w in store.live_workers(stale_after=1) if w.alive] == ["w2"]
+    assert store.forget_workers(1) == 1
+    store.unregister_worker("w2")
+    assert store.live_workers() == []

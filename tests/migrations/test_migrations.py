@@ -10,30 +10,40 @@ import jobq
 from jobq import migrations
 from jobq.schema import metadata
 
+JOBQ_TABLES = sorted(metadata.tables)
+
 
 def jobq_ddl(conn: sa.Connection) -> dict[str, str]:
     """Every jobq table and index definition as the database reports it."""
     if conn.dialect.name == "sqlite":
         rows = conn.exec_driver_sql(
-            "SELECT name, sql FROM sqlite_master WHERE name LIKE 'jobq_tasks%' AND sql IS NOT NULL"
+            "SELECT name, sql FROM sqlite_master WHERE name LIKE 'jobq_%' AND sql IS NOT NULL "
+            "AND name != 'jobq_alembic_version'"
         )
         return {name: " ".join(sql.split()) for name, sql in rows}
-    rows = conn.exec_driver_sql(
-        "SELECT indexname, indexdef FROM pg_indexes "
-        "WHERE schemaname = current_schema() AND tablename = 'jobq_tasks'"
-    )
-    ddl = {name: definition for name, definition in rows}
-    columns = conn.exec_driver_sql(
-        "SELECT column_name, data_type, is_nullable, column_default "
-        "FROM information_schema.columns "
-        "WHERE table_schema = current_schema() AND table_name = 'jobq_tasks' ORDER BY column_name"
-    )
-    ddl["columns"] = repr(columns.all())
-    checks = conn.exec_driver_sql(
-        "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
-        "WHERE conrelid = 'jobq_tasks'::regclass ORDER BY conname"
-    )
-    ddl["constraints"] = repr(checks.all())
+    ddl = {}
+    for table in JOBQ_TABLES:
+        rows = conn.exec_driver_sql(
+            "SELECT indexname, indexdef FROM pg_indexes "
+            "WHERE schemaname = current_schema() AND tablename = %(table)s",
+            {"table": table},
+        )
+        ddl.update({name: definition for name, definition in rows})
+        columns = conn.exec_driver_sql(
+            "SELECT column_name, data_type, is_nullable, column_default "
+            "FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND table_name = %(table)s ORDER BY column_name",
+            {"table": table},
+        )
+        ddl[f"{table} columns"] = repr(columns.all())
+        checks = conn.exec_driver_sql(
+            "SELECT conname, pg_get_constraintdef(c.oid) FROM pg_constraint c "
+            "JOIN pg_class t ON t.oid = c.conrelid AND t.relname = %(table)s "
+            "JOIN pg_namespace n ON n.oid = t.relnamespace AND n.nspname = current_schema() "
+            "ORDER BY conname",
+            {"table": table},
+        )
+        ddl[f"{table} constraints"] = repr(checks.all())
     return ddl
 
 
@@ -47,7 +57,8 @@ def test_upgrade_to_head_matches_schema_py(empty_url: str) -> None:
         migrated = jobq_ddl(conn)
     # Partial indexes, DESC keys and CHECKs escape autogenerate: compare the DDL itself.
     with store.engine.begin() as conn:
-        conn.exec_driver_sql("DROP TABLE jobq_tasks")
+        for table in JOBQ_TABLES:
+            conn.exec_driver_sql(f"DROP TABLE {table}")
         metadata.create_all(conn)
     with store.engine.connect() as conn:
         assert jobq_ddl(conn) == migrated
@@ -63,7 +74,7 @@ def test_downgrade_to_base_then_upgrade_round_trips(empty_url: str) -> None:
     with store.engine.begin() as conn:
         migrations.downgrade(conn, "base")
     with store.engine.connect() as conn:
-        assert "jobq_tasks" not in sa.inspect(conn).get_table_names()
+        assert not set(JOBQ_TABLES) & set(sa.inspect(conn).get_table_names())
         assert migrations.current(conn) is None
     store.migrate()
     with store.engine.connect() as conn:

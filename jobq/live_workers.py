@@ -1,0 +1,20 @@
+"""LiveWorker: what the registry says about one running worker. Pure data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+
+@dataclass(frozen=True, slots=True)
+class LiveWorker:
+    """A row of jobq_workers, with whether its last heartbeat is recent enough."""
+
+    worker_id: str
+    host: str
+    pid: int
+    queues: list[str] | None
+    concurrency: int
+    started_at: datetime
+    last_seen: datetime
+    alive: bool
