@@ -1,5 +1,6 @@
 """jobq: a job queue whose whole state lives in SQL rows."""
 
+from jobq.app import App, TaskFunction
 from jobq.errors import (
     DatabaseUnavailable,
     InvalidDatabaseURL,
@@ -8,12 +9,15 @@ from jobq.errors import (
     JobqError,
     SchemaNotMigrated,
     UnknownStatus,
+    UnknownTask,
 )
+from jobq.executor import Retry
 from jobq.retry import Backoff, ExponentialBackoff, FixedBackoff
 from jobq.store import Store
 from jobq.tasks import Status, Task
 
 __all__ = [
+    "App",
     "Backoff",
     "DatabaseUnavailable",
     "ExponentialBackoff",
@@ -22,9 +26,12 @@ __all__ = [
     "InvalidOption",
     "InvalidTaskArguments",
     "JobqError",
+    "Retry",
     "SchemaNotMigrated",
     "Status",
     "Store",
     "Task",
+    "TaskFunction",
     "UnknownStatus",
+    "UnknownTask",
 ]

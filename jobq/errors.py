@@ -33,3 +33,7 @@ class InvalidOption(JobqError, ValueError):
 
 class UnknownStatus(JobqError, ValueError):
     """Unknown status {status!r}; expected one of: {expected}"""
+
+
+class UnknownTask(JobqError, LookupError):
+    """No task named {name!r} is registered in this app (registered: {registered})."""

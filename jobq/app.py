@@ -1,0 +1,220 @@
+"""App: the tasks a program defines, and the Store they are enqueued into. What users import."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from jobq.database import database_url
+from jobq.errors import UnknownTask
+from jobq.registry import Registry, TaskDefinition
+from jobq.retry import Backoff, ExponentialBackoff
+from jobq.store import Store
+
+#: Enqueue options of TaskFunction.enqueue; the leading underscore keeps them apart from
+#: the task's own arguments, which may not start with one.
+ENQUEUE_OPTIONS = ("_delay", "_run_at", "_priority", "_queue", "_connection")
+
+
+class App:
+    """Tasks registered by name, and the Store they are enqueued into.
+
+    The database URL is ``database_url``, else $JOBQ_DATABASE_URL, else sqlite:///jobq.db;
+    the Store is created when first used.
+    """
+
+    def __init__(self, database_url: str | None = None) -> None:
+        self.registry = Registry()
+        self._database_url = database_url
+        self._store: Store | None = None
+        #: Called after each enqueue that is not inside a caller's transaction
+        #: (jobq.testing's immediate mode runs the tasks there).
+        self.after_enqueue: Callable[[], None] | None = None
+
+    @property
+    def store(self) -> Store:
+        """The Store tasks are enqueued into and captured from."""
+        if self._store is None:
+            self._store = Store(database_url(self._database_url))
+        return self._store
+
+    @store.setter
+    def store(self, store: Store) -> None:
+        self._store = store
+
+    def migrate(self) -> None:
+        """Create or upgrade jobq's tables (Alembic upgrade head)."""
+        self.store.migrate()
+
+    def task(
+        self,
+        func: Callable[..., Any] | None = None,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        retries: int = 3,
+        timeout: float | None = None,
+        lease: float = 30,
+        priority: int = 0,
+        unique: str | None = None,
+        lock: str | None = None,
+        backoff: Backoff | None = None,
+    ) -> Any:
+        """Register a sync or async function as a task; use as ``@app.task`` or ``@app.task(...)``.
+
+        ``unique`` and ``lock`` are templates formatted from the task's arguments, such as
+        ``"report:{day}"``: ``unique`` keeps one pending copy per key, ``lock`` keeps two
+        runs with the same key from overlapping. A template naming an argument the function
+        does not take is an error here, not at run time.
+        """
+
+        def register(function: Callable[..., Any]) -> TaskFunction:
+            definition = TaskDefinition(
+                name=name or function.__name__, func=function, queue=queue, retries=retries,
+                timeout=timeout, lease=float(lease), priority=priority, unique=unique, lock=lock,
+                backoff=backoff or ExponentialBackoff(),
+            )  # fmt: skip
+            self.registry.add(definition)
+            return TaskFunction(self, definition)
+
+        return register(func) if func is not None else register
+
+    def definition(self, name: str) -> TaskDefinition:
+        """The task registered as ``name``, or UnknownTask."""
+        definition = self.registry.get(name)
+        if definition is None:
+            registered = ", ".join(sorted(d.name for d in self.registry)) or "none"
+            raise UnknownTask(name=name, registered=registered)
+        return definition
+
+    def enqueue(
+        self,
+        name: str,
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        delay: float | None = None,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        connection: Connection | None = None,
+    ) -> int:
+        """Enqueue registered task ``name`` with ``kwargs``; its id.
+
+        The arguments are checked against the function's signature and for JSON first, so
+        a bad call raises TypeError and writes nothing.
+        """
+        definition = self.definition(name)
+        arguments = definition.check_arguments(kwargs)
+        task_id = self.store.enqueue(
+            definition.name, arguments,
+            queue=queue or definition.queue,
+            priority=definition.priority if priority is None else priority,
+            run_at=run_at, delay=delay, retries=definition.retries, timeout=definition.timeout,
+            lease=definition.lease, unique_key=definition.unique_key(arguments),
+            lock_key=definition.lock_key(arguments), connection=connection,
+        )  # fmt: skip
+        self._enqueued(connection)
+        return task_id
+
+    def enqueue_many(
+        self,
+        name: str,
+        kwargs_list: Iterable[Mapping[str, Any] | None],
+        *,
+        delay: float | None = None,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        connection: Connection | None = None,
+    ) -> list[int]:
+        """Enqueue task ``name`` once per entry of ``kwargs_list``; the ids, in order.
+
+        Every entry is checked before any is written. Tasks without unique or lock
+        templates go in bulk (one statement per 5,000).
+        """
+        definition = self.definition(name)
+        checked = [definition.check_arguments(kwargs) for kwargs in kwargs_list]
+        options: dict[str, Any] = dict(
+            queue=queue or definition.queue,
+            priority=definition.priority if priority is None else priority,
+            run_at=run_at, delay=delay, retries=definition.retries, timeout=definition.timeout,
+            lease=definition.lease, connection=connection,
+        )  # fmt: skip
+        if definition.unique is None and definition.lock is None:
+            ids = self.store.enqueue_many(definition.name, checked, **options)
+        else:
+            # Keys differ per entry; each row goes on its own, in one transaction.
+            with self.store.db.unit(connection, atomic=True) as conn:
+                options["connection"] = conn
+                ids = [
+                    self.store.enqueue(
+                        definition.name,
+                        arguments,
+                        unique_key=definition.unique_key(arguments),
+                        lock_key=definition.lock_key(arguments),
+                        **options,
+                    )
+                    for arguments in checked
+                ]
+        self._enqueued(connection)
+        return ids
+
+    def _enqueued(self, connection: Connection | None) -> None:
+        if connection is None and self.after_enqueue is not None:
+            self.after_enqueue()
+
+
+class TaskFunction:
+    """A function registered as a task: call it to run it here, or enqueue it."""
+
+    def __init__(self, app: App, definition: TaskDefinition) -> None:
+        self.app = app
+        self.definition = definition
+        self.name = definition.name
+        functools.update_wrapper(self, definition.func)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the function in this process, as if it were not a task."""
+        return self.definition.func(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<task {self.name!r} of {self.definition.func!r}>"
+
+    def enqueue(self, **kwargs: Any) -> int:
+        """Enqueue a run with these keyword arguments; its id.
+
+        Options start with an underscore so they never collide with the task's arguments:
+        ``_delay`` (seconds), ``_run_at`` (datetime), ``_priority``, ``_queue``, and
+        ``_connection`` (enqueue inside that SQLAlchemy connection's transaction).
+        """
+        options = _split_options(self.name, kwargs)
+        return self.app.enqueue(self.name, kwargs, **options)
+
+    def enqueue_many(self, kwargs_list: Iterable[Mapping[str, Any]], **options: Any) -> list[int]:
+        """Enqueue one run per entry of ``kwargs_list``, sharing the underscore options; ids."""
+        unknown = set(options) - set(ENQUEUE_OPTIONS)
+        if unknown:
+            raise TypeError(
+                f"task {self.name!r}: unknown enqueue option(s) {', '.join(sorted(unknown))}; "
+                f"options are {', '.join(ENQUEUE_OPTIONS)}"
+            )
+        return self.app.enqueue_many(
+            self.name, kwargs_list, **{k.lstrip("_"): v for k, v in options.items()}
+        )
+
+
+def _split_options(task: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Remove the underscore options from ``kwargs`` and return them without the underscore."""
+    options = {}
+    for key in [k for k in kwargs if k.startswith("_")]:
+        if key not in ENQUEUE_OPTIONS:
+            raise TypeError(
+                f"task {task!r}: unknown enqueue option {key!r}; "
+                f"options are {', '.join(ENQUEUE_OPTIONS)}"
+            )
+        options[key[1:]] = kwargs.pop(key)
+    return options

@@ -1,0 +1,165 @@
+"""Task definitions and the registry that maps names to them. No database, no globals."""
+
+from __future__ import annotations
+
+import inspect
+import string
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobq.errors import InvalidOption
+from jobq.payload import check_args, encode_args
+from jobq.retry import Backoff, ExponentialBackoff
+from jobq.validation import check_int, check_key, check_seconds
+
+
+@dataclass(frozen=True)
+class TaskDefinition:
+    """A registered task: its function and the options every enqueue of it uses."""
+
+    name: str
+    func: Callable[..., Any]
+    queue: str = "default"
+    retries: int = 3
+    timeout: float | None = None
+    lease: float = 30.0
+    priority: int = 0
+    #: Template of the unique_key, formatted from the arguments ("report:{day}").
+    unique: str | None = None
+    #: Template of the lock_key, formatted from the arguments ("ledger:{holder_id}").
+    lock: str | None = None
+    backoff: Backoff = field(default_factory=ExponentialBackoff)
+
+    def __post_init__(self) -> None:
+        check_key("name", self.name, required=True)
+        check_key("queue", self.queue, required=True)
+        check_int("retries", self.retries, minimum=0)
+        check_int("priority", self.priority)
+        check_seconds("lease", self.lease, positive=True)
+        if self.timeout is not None:
+            check_seconds("timeout", self.timeout, positive=True)
+        parameters = self.signature.parameters.values()
+        for parameter in parameters:
+            if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.VAR_POSITIONAL):
+                raise InvalidOption(
+                    option="task",
+                    reason=f"{self.name!r} takes positional-only argument {parameter.name!r}; "
+                    "jobq calls tasks with keyword arguments",
+                )
+            if parameter.name.startswith("_"):
+                raise InvalidOption(
+                    option="task",
+                    reason=f"{self.name!r} has argument {parameter.name!r}; names starting "
+                    "with '_' are reserved for enqueue options (_delay, _queue, ...)",
+                )
+        for option, template in (("unique", self.unique), ("lock", self.lock)):
+            if template is not None:
+                for field_name in _template_fields(option, template):
+                    if field_name not in self.signature.parameters and not self._takes_any_kwargs:
+                        raise InvalidOption(
+                            option=option,
+                            reason=f"template {template!r} of task {self.name!r} names "
+                            f"{field_name!r}, which is not one of its arguments",
+                        )
+
+    @property
+    def signature(self) -> inspect.Signature:
+        return inspect.signature(self.func)
+
+    @property
+    def is_async(self) -> bool:
+        """Whether the function is a coroutine function (run on the worker's event loop)."""
+        return inspect.iscoroutinefunction(self.func)
+
+    @property
+    def _takes_any_kwargs(self) -> bool:
+        return any(p.kind is p.VAR_KEYWORD for p in self.signature.parameters.values())
+
+    def check_arguments(self, kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``kwargs`` checked against the signature and for JSON, before anything is written.
+
+        Raises TypeError (a missing or unexpected argument) or InvalidTaskArguments (a value
+        that is not JSON), naming the task and the argument.
+        """
+        arguments = check_args(self.name, kwargs)
+        try:
+            self.signature.bind(**arguments)
+        except TypeError as error:
+            raise TypeError(f"task {self.name!r}: {error}") from None
+        encode_args(self.name, arguments)
+        return arguments
+
+    def unique_key(self, arguments: Mapping[str, Any]) -> str | None:
+        """The unique_key for these arguments, from the ``unique`` template."""
+        return _format(self.name, "unique", self.unique, arguments)
+
+    def lock_key(self, arguments: Mapping[str, Any]) -> str | None:
+        """The lock_key for these arguments, from the ``lock`` template."""
+        return _format(self.name, "lock", self.lock, arguments)
+
+
+class Registry:
+    """Task definitions by name."""
+
+    def __init__(self) -> None:
+        self._definitions: dict[str, TaskDefinition] = {}
+
+    def add(self, definition: TaskDefinition) -> None:
+        """Register ``definition``; a second task of the same name is an error."""
+        existing = self._definitions.get(definition.name)
+        if existing is not None and existing.func is not definition.func:
+            raise InvalidOption(
+                option="name",
+                reason=f"a task named {definition.name!r} is already registered "
+                f"({_describe(existing.func)})",
+            )
+        self._definitions[definition.name] = definition
+
+    def get(self, name: str) -> TaskDefinition | None:
+        """The definition registered as ``name``, if any."""
+        return self._definitions.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._definitions
+
+    def __iter__(self) -> Iterator[TaskDefinition]:
+        return iter(self._definitions.values())
+
+    def __len__(self) -> int:
+        return len(self._definitions)
+
+
+def _template_fields(option: str, template: str) -> list[str]:
+    """The field names a format template uses; only plain names are allowed."""
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as error:
+        raise InvalidOption(option=option, reason=f"bad template {template!r}: {error}") from None
+    fields = [name for _, name, _, _ in parsed if name is not None]
+    for name in fields:
+        if not name.isidentifier():
+            raise InvalidOption(
+                option=option,
+                reason=f"template {template!r} may only name arguments, not {name!r}",
+            )
+    return fields
+
+
+def _format(
+    task: str, option: str, template: str | None, arguments: Mapping[str, Any]
+) -> str | None:
+    if template is None:
+        return None
+    try:
+        key = template.format_map(arguments)
+    except KeyError as error:
+        raise TypeError(
+            f"task {task!r}: {option} template {template!r} needs argument {error.args[0]!r}"
+        ) from None
+    check_key(option, key, required=True)
+    return key
+
+
+def _describe(func: Callable[..., Any]) -> str:
+    return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', func)!s}"

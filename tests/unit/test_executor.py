@@ -1,0 +1,76 @@
+"""Running one task to an Outcome, without a database."""
+
+from __future__ import annotations
+
+import asyncio
+
+import jobq
+from jobq import Status, executor
+from jobq.registry import Registry, TaskDefinition
+from jobq.retry import FixedBackoff
+
+
+def registry_with(*definitions: TaskDefinition) -> Registry:
+    registry = Registry()
+    for definition in definitions:
+        registry.add(definition)
+    return registry
+
+
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+def explode(message: str) -> None:
+    raise ValueError(message)
+
+
+def again(delay: float | None) -> None:
+    raise jobq.Retry(delay=delay, reason="rate limited")
+
+
+async def slow_add(a: int, b: int, pause: float = 0) -> int:
+    await asyncio.sleep(pause)
+    return a + b
+
+
+BACKOFF = FixedBackoff(7)
+REGISTRY = registry_with(
+    TaskDefinition(name="add", func=add),
+    TaskDefinition(name="explode", func=explode, backoff=BACKOFF),
+    TaskDefinition(name="again", func=again, backoff=BACKOFF),
+    TaskDefinition(name="slow_add", func=slow_add, timeout=0.2, backoff=BACKOFF),
+)
+
+
+def test_success_returns_the_result() -> None:
+    assert executor.run(REGISTRY, "add", {"a": 2, "b": 3}, 1) == executor.Outcome(
+        Status.DONE, result=5
+    )
+
+
+def test_failure_keeps_the_traceback_and_takes_the_backoff() -> None:
+    outcome = executor.run(REGISTRY, "explode", {"message": "boom"}, 1)
+    assert outcome.status is Status.FAILED and outcome.retry_delay == 7
+    assert "Traceback" in outcome.error and "ValueError: boom" in outcome.error  # type: ignore[operator]
+    assert "def explode" not in outcome.error and "explode" in outcome.error  # type: ignore[operator]
+
+
+def test_retry_sets_its_own_delay_or_falls_back_to_the_backoff() -> None:
+    assert executor.run(REGISTRY, "again", {"delay": 2.5}, 1) == executor.Outcome(
+        Status.FAILED, error="Retry: rate limited", retry_delay=2.5
+    )
+    assert executor.run(REGISTRY, "again", {"delay": None}, 3).retry_delay == 7
+
+
+def test_async_tasks_run_and_are_cancelled_at_their_timeout() -> None:
+    assert executor.run(REGISTRY, "slow_add", {"a": 1, "b": 2}, 1).result == 3
+    outcome = executor.run(REGISTRY, "slow_add", {"a": 1, "b": 2, "pause": 5}, 1)
+    assert outcome == executor.Outcome(Status.FAILED, error="timed out after 0.2 s", retry_delay=7)
+
+
+def test_an_unregistered_name_fails_and_says_so() -> None:
+    outcome = executor.run(REGISTRY, "os.system", {"command": "true"}, 1)
+    assert outcome == executor.Outcome(
+        Status.FAILED, error="task 'os.system' is not registered in this worker"
+    )

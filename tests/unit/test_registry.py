@@ -1,0 +1,80 @@
+"""Task definitions: checked at decoration, arguments checked before anything is written."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+import jobq
+from jobq.registry import Registry, TaskDefinition
+
+
+def send(to: str, subject: str = "hi", *, cc: list[str] | None = None) -> None: ...
+
+
+def test_arguments_are_checked_against_the_signature() -> None:
+    definition = TaskDefinition(name="send", func=send)
+    assert definition.check_arguments({"to": "a@x.org"}) == {"to": "a@x.org"}
+    with pytest.raises(TypeError, match=r"task 'send': missing a required argument: 'to'"):
+        definition.check_arguments({"subject": "s"})
+    with pytest.raises(TypeError, match=r"task 'send': got an unexpected keyword argument 'bcc'"):
+        definition.check_arguments({"to": "a", "bcc": "b"})
+    with pytest.raises(jobq.InvalidTaskArguments, match=r"'cc'"):
+        definition.check_arguments({"to": "a", "cc": {dt.date.today()}})
+
+
+@pytest.mark.parametrize(
+    ("func", "fragment"),
+    [
+        (lambda a, /: None, "positional-only argument 'a'"),
+        (lambda *args: None, "positional-only argument 'args'"),
+        (lambda _delay: None, "reserved for enqueue options"),
+    ],
+)
+def test_functions_jobq_cannot_call_safely_are_refused(func: object, fragment: str) -> None:
+    with pytest.raises(jobq.InvalidOption, match=fragment):
+        TaskDefinition(name="t", func=func)  # type: ignore[arg-type]
+
+
+def test_templates_must_name_arguments() -> None:
+    with pytest.raises(jobq.InvalidOption, match=r"names 'user', which is not one of its"):
+        TaskDefinition(name="send", func=send, unique="mail:{user}")
+    with pytest.raises(jobq.InvalidOption, match=r"may only name arguments"):
+        TaskDefinition(name="send", func=send, lock="mail:{to.upper}")
+    with pytest.raises(jobq.InvalidOption, match=r"bad template"):
+        TaskDefinition(name="send", func=send, lock="mail:{to")
+    definition = TaskDefinition(name="send", func=send, unique="mail:{to}", lock="l:{subject}")
+    assert definition.unique_key({"to": "a@x.org"}) == "mail:a@x.org"
+    with pytest.raises(TypeError, match=r"lock template 'l:\{subject\}' needs argument 'subject'"):
+        definition.lock_key({"to": "a@x.org"})
+
+
+def test_any_keyword_function_accepts_any_template_field() -> None:
+    definition = TaskDefinition(name="t", func=lambda **kw: None, lock="k:{anything}")
+    assert definition.lock_key({"anything": 3}) == "k:3"
+
+
+def test_bad_options_are_refused_at_decoration() -> None:
+    with pytest.raises(jobq.InvalidOption, match="retries"):
+        TaskDefinition(name="t", func=send, retries=-1)
+    with pytest.raises(jobq.InvalidOption, match="timeout"):
+        TaskDefinition(name="t", func=send, timeout=0)
+    with pytest.raises(jobq.InvalidOption, match="queue"):
+        TaskDefinition(name="t", func=send, queue="")
+
+
+def test_registry_refuses_two_functions_under_one_name() -> None:
+    registry = Registry()
+    registry.add(TaskDefinition(name="send", func=send))
+    registry.add(TaskDefinition(name="send", func=send))  # the same function: harmless
+    with pytest.raises(jobq.InvalidOption, match="already registered"):
+        registry.add(TaskDefinition(name="send", func=lambda to: None))
+    assert "send" in registry and len(registry) == 1 and registry.get("nope") is None
+
+
+def test_async_functions_are_recognised() -> None:
+    async def fetch(url: str) -> None: ...
+
+    assert TaskDefinition(name="fetch", func=fetch).is_async
+    assert not TaskDefinition(name="send", func=send).is_async
