@@ -23,7 +23,7 @@ from jobq.payload import check_args, check_result, encode_args, encode_args_arra
 from jobq.prepared import Prepared
 from jobq.retry import Backoff, ExponentialBackoff
 from jobq.schema import HAS_RETRIES, status_is, tasks, workers
-from jobq.tasks import Status, Task, as_utc
+from jobq.tasks import Completion, Status, Task, as_utc
 from jobq.validation import check_datetime, check_int, check_key, check_seconds, queue_list
 
 c = tasks.c
@@ -273,6 +273,45 @@ class Store:
           without spending a retry.
         - cancelled: terminal.
         """
+        shape, params = self._end_of_run(id, attempt, status, result, error, run_at, retry_delay)
+        return self.db.run(self._set_status_prepared(shape), params, connection=connection) == 1
+
+    def set_statuses(self, completions: Sequence[Completion]) -> int:
+        """Record many ends of runs in one transaction, each fenced as set_status is.
+
+        Runs of the same outcome go in one batched statement. Returns how many applied;
+        the others were stale.
+        """
+        groups: dict[tuple[Status, str], list[dict[str, Any]]] = {}
+        for done in completions:
+            shape, params = self._end_of_run(
+                done.id, done.attempt, done.status, done.result, done.error, None,
+                done.retry_delay,
+            )  # fmt: skip
+            groups.setdefault(shape, []).append(params)
+        if not groups:
+            return 0
+        applied = 0
+        with self.db.unit(atomic=True) as conn:
+            for shape, group in groups.items():
+                prepared = self._set_status_prepared(shape)
+                result = conn.exec_driver_sql(
+                    prepared.sql, [prepared.parameters(params) for params in group]
+                )
+                applied += result.rowcount
+        return applied
+
+    def _end_of_run(
+        self,
+        id: int,
+        attempt: int,
+        status: Status | str,
+        result: Any,
+        error: str | None,
+        run_at: datetime | None,
+        retry_delay: float | None,
+    ) -> tuple[tuple[Status, str], dict[str, Any]]:
+        """Check an end of run; the shape of its statement and its parameters."""
         status = Status.parse(status)
         check_int("id", id)
         check_int("attempt", attempt, minimum=1)
@@ -292,15 +331,15 @@ class Store:
             "task_id": id, "run_attempt": attempt, "new_result": result, "new_error": error,
         }  # fmt: skip
         if run_at is not None:
-            params["next_run_at"], timing = as_utc(run_at), "at"
-        else:
-            if retry_delay is None:
-                retry_delay = self.backoff.delay(attempt) if status is Status.FAILED else 0.0
-            params["delay"], timing = float(retry_delay), "delay"
-        stmt = self.db.prepare(
-            ("set_status", status, timing), lambda: self._set_status_statement(status, timing)
-        )
-        return self.db.run(stmt, params, connection=connection) == 1
+            params["next_run_at"] = as_utc(run_at)
+            return (status, "at"), params
+        if retry_delay is None:
+            retry_delay = self.backoff.delay(attempt) if status is Status.FAILED else 0.0
+        params["delay"] = float(retry_delay)
+        return (status, "delay"), params
+
+    def _set_status_prepared(self, shape: tuple[Status, str]) -> Prepared:
+        return self.db.prepare(("set_status", *shape), lambda: self._set_status_statement(*shape))
 
     def _set_status_statement(self, status: Status, timing: str) -> sa.Update:
         """The fenced UPDATE ending a run with ``status``; the next run_at is ``timing``:

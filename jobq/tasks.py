@@ -81,3 +81,16 @@ class Task:
     def fence(self) -> tuple[int, int]:
         """The (id, attempt) pair that every later write about this run must present."""
         return (self.id, self.attempt)
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """How run ``attempt`` of task ``id`` ended, for Store.set_statuses."""
+
+    id: int
+    attempt: int
+    status: Status
+    result: Any = None
+    error: str | None = None
+    #: Seconds before the next attempt (failed) or the next run (queued).
+    retry_delay: float | None = None

@@ -12,6 +12,7 @@ from sqlalchemy import event
 
 import jobq
 from jobq import Status
+from jobq.tasks import Completion
 from tests.helpers import all_rows, expire_lease, set_columns
 
 PAST = datetime(2020, 1, 1, tzinfo=UTC)
@@ -566,3 +567,31 @@ def test_worker_registry_round_trip(store: jobq.Store) -> None:
     assert store.forget_workers(1) == 1
     store.unregister_worker("w2")
     assert store.live_workers() == []
+
+
+def test_set_statuses_records_many_ends_in_one_call_fenced(store: jobq.Store) -> None:
+    store.enqueue_many("t", [{"i": i} for i in range(6)], retries=1)
+    runs = store.capture(6, worker_id="w")
+    stale = runs[5]
+    expire_lease(store, stale.id)
+    newer = capture_one(store, "other")
+    assert newer.id == stale.id
+    applied = store.set_statuses(
+        [
+            Completion(runs[0].id, runs[0].attempt, Status.DONE, result={"n": 0}),
+            Completion(runs[1].id, runs[1].attempt, Status.DONE, result=1),
+            Completion(runs[2].id, runs[2].attempt, Status.FAILED, error="e", retry_delay=3600),
+            Completion(runs[3].id, runs[3].attempt, Status.QUEUED),
+            Completion(runs[4].id, runs[4].attempt, Status.CANCELLED, error="stop"),
+            Completion(stale.id, stale.attempt, Status.DONE, result="zombie"),
+        ]
+    )
+    assert applied == 5
+    got = {t.id: t for t in (store.get(r.id) for r in runs) if t is not None}
+    assert [got[r.id].status for r in runs[:5]] == [
+        Status.DONE, Status.DONE, Status.FAILED, Status.QUEUED, Status.CANCELLED,
+    ]  # fmt: skip
+    assert (got[runs[0].id].result, got[runs[1].id].result) == ({"n": 0}, 1)
+    assert got[runs[2].id].finished_at is None and got[runs[2].id].error == "e"
+    assert (got[stale.id].status, got[stale.id].attempt) == (Status.IN_PROGRESS, newer.attempt)
+    assert store.set_statuses([]) == 0
