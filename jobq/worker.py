@@ -1,0 +1,344 @@
+"""Worker: the capture -> execute -> set_status loop, with heartbeats, rescue and signals.
+
+One thread runs the loop and is the only one that talks to the database. Sync tasks run
+on a thread pool, async tasks on one event loop in a thread of its own; each run reports
+its Outcome back through a queue, and the loop records the outcomes in batches
+(Store.set_statuses), every one fenced by its attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import queue
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from jobq import executor
+from jobq.app import App
+from jobq.errors import JobqError
+from jobq.executor import Outcome
+from jobq.registry import TaskDefinition
+from jobq.tasks import Completion, Status, Task
+from jobq.validation import check_int, check_key, check_seconds, queue_list
+
+log = logging.getLogger("jobq.worker")
+
+Fence = tuple[int, int]
+
+
+@dataclass
+class _Run:
+    """A captured task this worker is running."""
+
+    task: Task
+    future: Future[Outcome]
+    #: time.monotonic() after which a sync run counts as timed out.
+    deadline: float | None
+    #: Its end is settled (recorded, timed out, released or lost); a sync thread may still
+    #: be running, and its late outcome is dropped.
+    ended: bool = False
+
+
+class Worker:
+    """Runs ``app``'s tasks from ``queues`` (None: every queue), ``concurrency`` at a time."""
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        queues: Sequence[str] | None = None,
+        concurrency: int = 8,
+        lease: float | None = None,
+        grace: float = 30.0,
+        poll_interval: float = 0.5,
+        burst: bool = False,
+        worker_id: str | None = None,
+        rescue_interval: float = 5.0,
+    ) -> None:
+        check_int("concurrency", concurrency, minimum=1)
+        check_seconds("grace", grace)
+        check_seconds("poll_interval", poll_interval, positive=True)
+        check_seconds("rescue_interval", rescue_interval, positive=True)
+        if lease is not None:
+            check_seconds("lease", lease, positive=True)
+        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        check_key("worker_id", self.worker_id, required=True)
+        self.app = app
+        self.store = app.store
+        self.queues = queue_list(queues)
+        self.concurrency = concurrency
+        self.lease = lease
+        self.grace = grace
+        self.poll_interval = poll_interval
+        self.burst = burst
+        self.rescue_interval = rescue_interval
+        #: Counts of what happened: done, failed, released, stale, lost, timed_out, ...
+        self.stats: Counter[str] = Counter()
+        self._runs: dict[Fence, _Run] = {}
+        self._finished: queue.SimpleQueue[tuple[Fence, Outcome]] = queue.SimpleQueue()
+        self._unrecorded: list[Completion] = []
+        self._stopping = threading.Event()
+        self._grace_ends = 0.0
+        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="jobq-task")
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Work until stopped (a signal, stop(), or in burst mode an empty queue)."""
+        self._install_signal_handlers()
+        self.store.register_worker(
+            self.worker_id, host=socket.gethostname(), pid=os.getpid(), queues=self.queues,
+            concurrency=self.concurrency,
+        )  # fmt: skip
+        log.info(
+            "worker %s started: queues %s, concurrency %d",
+            self.worker_id, ",".join(self.queues) if self.queues else "all", self.concurrency,
+        )  # fmt: skip
+        try:
+            self._work()
+        finally:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self._loop.stop)
+            try:
+                self.store.unregister_worker(self.worker_id)
+            except JobqError as error:
+                log.warning("could not unregister worker %s: %s", self.worker_id, error)
+            log.info("worker %s stopped: %s", self.worker_id, dict(self.stats))
+
+    def stop(self) -> None:
+        """Stop capturing; running tasks get ``grace`` seconds to finish, then are released."""
+        if not self._stopping.is_set():
+            self._grace_ends = time.monotonic() + self.grace
+            self._stopping.set()
+            log.info(
+                "worker %s stopping: waiting up to %g s for %d running task(s)",
+                self.worker_id, self.grace, len(self._unsettled()),
+            )  # fmt: skip
+
+    @property
+    def stragglers(self) -> int:
+        """Sync task threads still running after their runs were settled (they cannot be killed)."""
+        return sum(1 for run in self._runs.values() if not run.future.done())
+
+    def _install_signal_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def on_signal(signum: int, _frame: FrameType | None) -> None:
+            if self._stopping.is_set():
+                # A second signal: exit now; the leases expire and rescue takes over.
+                log.warning("second %s: exiting at once", signal.Signals(signum).name)
+                os._exit(1)
+            self.stop()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+
+    # --- the loop ---------------------------------------------------------------------
+
+    def _work(self) -> None:
+        next_heartbeat = next_rescue = 0.0
+        while True:
+            self._collect(wait=0)
+            now = time.monotonic()
+            self._expire_timeouts(now)
+            self._record()
+            if now >= next_heartbeat:
+                self._heartbeat()
+                next_heartbeat = now + self._heartbeat_interval()
+            if now >= next_rescue:
+                self._rescue()
+                next_rescue = now + self.rescue_interval
+            if self._stopping.is_set():
+                if not self._unsettled() and not self._unrecorded:
+                    return
+                if now >= self._grace_ends:
+                    self._release_unfinished()
+                    return
+                self._collect(wait=0.05)
+                continue
+            free = self.concurrency - len(self._runs)
+            captured = self._capture(free) if free > 0 else []
+            if self.burst and not captured and not self._runs and not self._unrecorded:
+                return
+            if captured and len(captured) == free:
+                continue  # every slot filled; more may be waiting
+            self._collect(
+                wait=self.poll_interval if not self._runs else min(self.poll_interval, 0.05)
+            )
+
+    def _capture(self, free: int) -> list[Task]:
+        try:
+            captured = self.store.capture(
+                free, queues=self.queues, worker_id=self.worker_id, lease=self.lease
+            )
+        except JobqError as error:
+            log.error("capture failed, will retry: %s", error)
+            time.sleep(self.poll_interval)
+            return []
+        for task in captured:
+            self._start(task)
+        self.stats["captured"] += len(captured)
+        return captured
+
+    def _start(self, task: Task) -> None:
+        definition = self.app.registry.get(task.name)
+        if definition is None:
+            log.error("task %d: %r is not registered in this worker", task.id, task.name)
+            future: Future[Outcome] = Future()
+            future.set_result(executor.not_registered(task.name))
+        elif definition.is_async:
+            coroutine = executor.run_async(definition, task.args, task.attempt)
+            future = asyncio.run_coroutine_threadsafe(coroutine, self._event_loop())
+        else:
+            future = self._pool.submit(executor.run_sync, definition, task.args, task.attempt)
+        run = _Run(task, future, _deadline(definition))
+        self._runs[task.fence] = run
+        future.add_done_callback(
+            lambda f, fence=task.fence: self._finished.put((fence, _outcome(f)))
+        )
+
+    def _collect(self, wait: float) -> None:
+        """Take the runs that finished (waiting up to ``wait`` s for the first)."""
+        try:
+            finished = [
+                self._finished.get(timeout=wait) if wait > 0 else self._finished.get_nowait()
+            ]
+        except queue.Empty:
+            return
+        while True:
+            try:
+                finished.append(self._finished.get_nowait())
+            except queue.Empty:
+                break
+        for fence, outcome in finished:
+            run = self._runs.pop(fence, None)
+            if run is None or run.ended:
+                continue  # settled already: timed out, released or lost
+            run.ended = True
+            self._unrecorded.append(_completion(fence, outcome))
+            self.stats[outcome.status.value] += 1
+
+    def _record(self) -> None:
+        """Write the finished runs' outcomes; kept for the next turn if the database is down."""
+        if not self._unrecorded:
+            return
+        batch, self._unrecorded = self._unrecorded, []
+        try:
+            applied = self.store.set_statuses(batch)
+        except JobqError as error:
+            log.error("recording %d outcome(s) failed, will retry: %s", len(batch), error)
+            self._unrecorded = batch + self._unrecorded
+            time.sleep(min(self.poll_interval, 1.0))
+            return
+        if applied < len(batch):
+            stale = len(batch) - applied
+            self.stats["stale"] += stale
+            log.warning("%d outcome(s) were stale: their leases expired and were taken over", stale)
+
+    def _expire_timeouts(self, now: float) -> None:
+        for run in self._unsettled():
+            if run.deadline is not None and now >= run.deadline:
+                run.ended = True
+                definition = self.app.registry.get(run.task.name)
+                assert definition is not None
+                outcome = executor.timed_out(definition, run.task.attempt)
+                self._unrecorded.append(_completion(run.task.fence, outcome))
+                self.stats["timed_out"] += 1
+                log.warning("task %d timed out after %g s", run.task.id, definition.timeout)
+
+    def _heartbeat(self) -> None:
+        owned = [run.task.fence for run in self._unsettled()]
+        try:
+            if not self.store.touch_worker(self.worker_id):
+                self.store.register_worker(
+                    self.worker_id, host=socket.gethostname(), pid=os.getpid(),
+                    queues=self.queues, concurrency=self.concurrency,
+                )  # fmt: skip
+            extended = self.store.heartbeat(self.worker_id, owned, self.lease) if owned else set()
+        except JobqError as error:
+            log.error("heartbeat failed, will retry: %s", error)
+            return
+        for fence in owned:
+            if fence[0] not in extended:
+                run = self._runs[fence]
+                run.ended = True
+                if isinstance(run.future, Future):
+                    run.future.cancel()
+                self.stats["lost"] += 1
+                log.warning(
+                    "task %d attempt %d: lease lost (expired and taken over); its outcome "
+                    "will be dropped", fence[0], fence[1],
+                )  # fmt: skip
+
+    def _rescue(self) -> None:
+        try:
+            rescued = self.store.rescue()
+        except JobqError as error:
+            log.error("rescue failed, will retry: %s", error)
+            return
+        if rescued:
+            self.stats["rescued"] += rescued
+            log.info("rescued %d task(s) whose lease had expired", rescued)
+
+    def _release_unfinished(self) -> None:
+        """Grace is over: put unfinished runs back in the queue without spending a retry."""
+        for run in self._unsettled():
+            run.ended = True
+            run.future.cancel()
+            self._unrecorded.append(Completion(run.task.id, run.task.attempt, Status.QUEUED))
+            self.stats["released"] += 1
+        self._record()
+
+    # --- helpers ----------------------------------------------------------------------
+
+    def _unsettled(self) -> list[_Run]:
+        return [run for run in self._runs.values() if not run.ended]
+
+    def _heartbeat_interval(self) -> float:
+        leases = [self.lease] if self.lease else [run.task.lease for run in self._unsettled()]
+        return min([10.0, *(lease / 3 for lease in leases)])
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="jobq-async", daemon=True).start()
+            self._loop = loop
+        return self._loop
+
+
+def _deadline(definition: TaskDefinition | None) -> float | None:
+    # Async runs are cancelled by asyncio at their timeout; only sync runs need watching.
+    if definition is None or definition.timeout is None or definition.is_async:
+        return None
+    return time.monotonic() + definition.timeout
+
+
+def _completion(fence: Fence, outcome: Outcome) -> Completion:
+    return Completion(
+        fence[0], fence[1], outcome.status, result=outcome.result, error=outcome.error,
+        retry_delay=outcome.retry_delay,
+    )  # fmt: skip
+
+
+def _outcome(future: Future[Any]) -> Outcome:
+    if future.cancelled():
+        return Outcome(Status.FAILED, error="cancelled")
+    error = future.exception()
+    if error is not None:  # a BaseException the executor does not catch
+        return Outcome(Status.FAILED, error=f"{type(error).__name__}: {error}")
+    outcome: Outcome = future.result()
+    return outcome

@@ -1,0 +1,84 @@
+"""The worker loop in this process: outcomes, retries, timeouts, unknown tasks, registry."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+
+import jobq
+from jobq import Status
+from jobq.worker import Worker
+from tests.apps import mixed
+
+
+@pytest.fixture
+def app(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[jobq.App]:
+    monkeypatch.setenv("JOBQ_DATABASE_URL", db_url)
+    monkeypatch.setattr(mixed, "_effects_engine", None)
+    mixed.app.store = jobq.Store(db_url)
+    mixed.create_effects_table()
+    with mixed.effects().begin() as conn:
+        conn.execute(sa.delete(mixed.EFFECTS))
+    yield mixed.app
+    mixed.app.store.dispose()
+    mixed.effects().dispose()
+
+
+def burst(app: jobq.App, **options: object) -> Worker:
+    worker = Worker(app, burst=True, poll_interval=0.05, **options)  # type: ignore[arg-type]
+    worker.run()
+    return worker
+
+
+def test_a_burst_worker_runs_everything_and_exits(app: jobq.App) -> None:
+    store = app.store
+    ok = mixed.work.enqueue(n=1, key=1)
+    fails_once = mixed.work.enqueue(n=2, fail_times=1, key=2)
+    fails_always = mixed.work.enqueue(n=3, fail_times=9, key=3)
+    retried = mixed.retry_once.enqueue(n=4)
+    doubled = mixed.double.enqueue(n=21)
+    worker = burst(app, concurrency=4)
+    results = {i: store.get(i) for i in (ok, fails_once, fails_always, retried, doubled)}
+    assert (results[ok].status, results[ok].result) == (Status.DONE, 2)  # type: ignore[union-attr]
+    assert (results[fails_once].status, results[fails_once].attempt) == (Status.DONE, 2)  # type: ignore[union-attr]
+    always = results[fails_always]
+    assert always is not None
+    assert (always.status, always.attempt, always.retries_left) == (Status.FAILED, 3, 0)
+    assert "RuntimeError: attempt 3 of 3 fails" in always.error  # type: ignore[operator]
+    assert (results[retried].result, results[retried].attempt) == ("second time lucky", 2)  # type: ignore[union-attr]
+    assert results[doubled].result == 42  # type: ignore[union-attr]
+    assert worker.stats["stale"] == 0 and store.live_workers() == []
+
+
+def test_timeouts_fail_sync_and_async_runs(app: jobq.App) -> None:
+    sync_id = mixed.too_slow.enqueue(seconds=3)
+    async_id = mixed.too_slow_async.enqueue(seconds=3)
+    worker = burst(app)
+    for task_id in (sync_id, async_id):
+        task = app.store.get(task_id)
+        assert task is not None and task.status is Status.FAILED
+        assert task.error == "timed out after 0.5 s"
+    assert worker.stats["timed_out"] == 1  # the sync one; asyncio cancelled the other
+
+
+def test_an_unknown_task_name_fails_and_the_worker_carries_on(app: jobq.App) -> None:
+    unknown = app.store.enqueue("os.system", {"command": "echo pwned"}, retries=0)
+    fine = mixed.double.enqueue(n=1)
+    burst(app)
+    task = app.store.get(unknown)
+    assert task is not None and task.status is Status.FAILED
+    assert task.error == "task 'os.system' is not registered in this worker"
+    assert app.store.get(fine).result == 2  # type: ignore[union-attr]
+
+
+def test_side_effects_happen_once_per_task(app: jobq.App) -> None:
+    mixed.work.enqueue_many([{"n": i, "key": 1000 + i} for i in range(200)])
+    burst(app, concurrency=8)
+    with mixed.effects().connect() as conn:
+        per_task = conn.execute(
+            sa.select(mixed.EFFECTS.c.task, sa.func.count()).group_by(mixed.EFFECTS.c.task)
+        ).all()
+    assert len(per_task) == 200 and {n for _, n in per_task} == {1}
+    assert app.store.counts() == {("default", Status.DONE): 200}
