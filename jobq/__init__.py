@@ -3,6 +3,7 @@
 from jobq.app import App, TaskFunction
 from jobq.errors import (
     DatabaseUnavailable,
+    InvalidAppPath,
     InvalidDatabaseURL,
     InvalidOption,
     InvalidTaskArguments,
@@ -22,6 +23,7 @@ __all__ = [
     "DatabaseUnavailable",
     "ExponentialBackoff",
     "FixedBackoff",
+    "InvalidAppPath",
     "InvalidDatabaseURL",
     "InvalidOption",
     "InvalidTaskArguments",

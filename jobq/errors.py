@@ -37,3 +37,7 @@ class UnknownStatus(JobqError, ValueError):
 
 class UnknownTask(JobqError, LookupError):
     """No task named {name!r} is registered in this app (registered: {registered})."""
+
+
+class InvalidAppPath(JobqError, ValueError):
+    """Cannot load the app {path!r}: {reason}"""

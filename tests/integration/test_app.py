@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
 
 import jobq
+from jobq.app import load_app
 from tests.helpers import all_rows
 
 
@@ -131,3 +133,23 @@ def test_the_database_url_defaults_to_the_environment(
     app = jobq.App()
     assert app.store.engine.url.database == sa.make_url(db_url).database
     app.store.dispose()
+
+
+@pytest.mark.parametrize(
+    ("path", "fragment"),
+    [
+        ("tests.apps.mixed", "expected module:attribute"),
+        ("no_such_module:app", "cannot import 'no_such_module'"),
+        ("tests.apps.mixed:nope", "has no attribute 'nope'"),
+        ("tests.apps.mixed:NOW", "it is a FixedBackoff, not a jobq.App"),
+    ],
+)
+def test_load_app_explains_what_is_wrong(path: str, fragment: str) -> None:
+    with pytest.raises(jobq.InvalidAppPath, match=re.escape(fragment)):
+        load_app(path)
+
+
+def test_load_app_finds_the_app() -> None:
+    from tests.apps import mixed
+
+    assert load_app("tests.apps.mixed:app") is mixed.app
