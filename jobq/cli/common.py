@@ -1,4 +1,4 @@
-"""The `jobq` command line; each command is thin and calls one function of the library."""
+"""What every jobq command shares: the database option and one-line error reporting."""
 
 from __future__ import annotations
 
@@ -19,9 +19,14 @@ database_url_option = click.option(
     help="Database URL (env: JOBQ_DATABASE_URL).",
 )
 
+# The ranges the tables store (ids are 64-bit, priority and retries 32-bit columns).
+TASK_ID = click.IntRange(1, 2**63 - 1)
+PRIORITY = click.IntRange(-(2**31), 2**31 - 1)
+RETRIES = click.IntRange(0, 2**31 - 1)
+
 
 @contextmanager
-def _clear_errors() -> Iterator[None]:
+def clear_errors() -> Iterator[None]:
     """Expected problems end the command with one clear line and exit status 1."""
     try:
         yield
@@ -30,21 +35,12 @@ def _clear_errors() -> Iterator[None]:
         sys.exit(1)
 
 
-@click.group()
-@click.version_option(package_name="jobq")
-def main() -> None:
-    """jobq: a job queue whose whole state lives in SQL rows."""
-
-
-@main.command()
-@database_url_option
-def migrate(database_url: str) -> None:
-    """Create or upgrade jobq's tables (Alembic upgrade head)."""
-    with _clear_errors():
+@contextmanager
+def store_for(database_url: str) -> Iterator[Store]:
+    """A Store for ``database_url``, its problems reported by clear_errors, then disposed."""
+    with clear_errors():
         store = Store(database_url)
-        store.migrate()
-        click.echo(f"migrated {store!r} to the newest revision")
-
-
-if __name__ == "__main__":
-    main()
+        try:
+            yield store
+        finally:
+            store.dispose()

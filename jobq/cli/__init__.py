@@ -1,0 +1,279 @@
+"""The `jobq` command line; each command is thin and calls one function of the library.
+
+Exit statuses: 0 on success; 2 when the command line itself is wrong (click's usage
+errors: an option value that does not parse, a missing or conflicting argument), with
+click's usage line and one ``Error:`` line; 1 for every other expected problem (an
+unknown task, a bad line in a --file, an unreachable, unmigrated or misnamed database),
+as one ``error: ...`` line on stderr. Never a traceback for any of these.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import fields
+from datetime import UTC, datetime
+from itertools import groupby
+from typing import IO, Any
+
+import click
+
+from jobq.cli.common import (
+    PRIORITY,
+    RETRIES,
+    TASK_ID,
+    clear_errors,
+    database_url_option,
+    store_for,
+)
+from jobq.cli.output import count, field_text, table, when, worker_row
+from jobq.cli.params import Duration, JsonObject, Key, read_task_file
+from jobq.cli.run_worker import worker
+from jobq.durations import format_duration
+from jobq.errors import JobqError
+from jobq.store import Store
+from jobq.tasks import Status, Task
+
+# --- commands ---------------------------------------------------------------------------
+
+
+@click.group()
+@click.version_option(package_name="jobq")
+def main() -> None:
+    """jobq: a job queue whose whole state lives in SQL rows."""
+
+
+@main.command()
+@database_url_option
+def migrate(database_url: str) -> None:
+    """Create or upgrade jobq's tables (Alembic upgrade head)."""
+    with clear_errors():
+        store = Store(database_url)
+        store.migrate()
+        click.echo(f"migrated {store!r} to the newest revision")
+
+
+@main.command()
+@click.argument("name", type=Key(), required=False)
+@click.option("--kwargs", type=JsonObject(), help="Keyword arguments, a JSON object.")
+@click.option("--queue", type=Key(), help="Queue name (default: default).")
+@click.option(
+    "--delay", type=Duration(), help="Run no sooner than this: 90 (seconds), 30s, 15m, 2h."
+)
+@click.option("--priority", type=PRIORITY, help="Higher runs first (default: 0).")
+@click.option("--unique", type=Key(), help="Unique key: at most one pending task holds it.")
+@click.option("--retries", type=RETRIES, help="Retries after a failure (default: 3).")
+@click.option(
+    "--file",
+    "task_file",
+    type=click.File(encoding="utf-8-sig"),
+    help="JSON lines: name, kwargs, queue, delay, priority, unique, retries.",
+)
+@database_url_option
+def enqueue(
+    name: str | None,
+    kwargs: dict[str, Any] | None,
+    queue: str | None,
+    delay: float | None,
+    priority: int | None,
+    unique: str | None,
+    retries: int | None,
+    task_file: IO[str] | None,
+    database_url: str,
+) -> None:
+    """Enqueue task NAME, or every line of a --file.
+
+    Prints the new task's id; with --file, how many tasks were enqueued. The file holds
+    one JSON object a line: name (required), kwargs (an object), and optionally queue,
+    delay, priority, unique and retries. It is checked whole before anything is written,
+    then enqueued in one transaction.
+    """
+    given = {"queue": queue, "delay": delay, "priority": priority, "retries": retries}
+    options = {key: value for key, value in given.items() if value is not None}
+    if unique is not None:
+        options["unique_key"] = unique
+    if task_file is not None:
+        if name is not None:
+            raise click.UsageError("give a task NAME or --file, not both")
+        if options or kwargs is not None:
+            raise click.UsageError("with --file, options go in the file's lines")
+        _enqueue_file(task_file, database_url)
+        return
+    if name is None:
+        raise click.UsageError("give a task NAME or --file")
+    with store_for(database_url) as store:
+        click.echo(store.enqueue(name, kwargs, **options))
+
+
+def _enqueue_file(task_file: IO[str], database_url: str) -> None:
+    """Validate every line, then enqueue them all in one transaction: all or nothing.
+
+    Consecutive lines with the same name and options share one enqueue_many call. The
+    count printed is of distinct task ids: lines naming a unique key already held count
+    as the one task holding it.
+    """
+    with clear_errors():
+        tasks = read_task_file(task_file)
+    progress = click.progressbar(length=len(tasks), label="enqueueing", file=sys.stderr)
+    ids: set[int] = set()
+    with store_for(database_url) as store, store.db.unit(atomic=True) as conn, progress as bar:
+        for (name, shared), group in groupby(tasks, key=lambda task: (task.name, task.options)):
+            batch = [task.kwargs for task in group]
+            options = dict(shared)
+            if "unique_key" in options:
+                ids.update(store.enqueue(name, kw, connection=conn, **options) for kw in batch)
+            else:
+                ids.update(store.enqueue_many(name, batch, connection=conn, **options))
+            bar.update(len(batch))
+    click.echo(f"enqueued {count(len(ids))}")
+
+
+@main.command()
+@database_url_option
+def status(database_url: str) -> None:
+    """Tasks per queue and status, and the workers.
+
+    For each queue: how many tasks each status holds and how long its oldest due task
+    has waited. Then every registered worker; "stale" ones have not been seen for 60s.
+    """
+    with store_for(database_url) as store:
+        counts = store.counts()
+        oldest = store.oldest_waiting()
+        workers = store.live_workers()
+    if counts:
+        queues = sorted({queue for queue, _ in counts})
+        rows = [
+            [
+                queue,
+                *(counts.get((queue, s), 0) for s in Status),
+                sum(counts.get((queue, s), 0) for s in Status),
+                format_duration(oldest[queue]) if queue in oldest else "-",
+            ]
+            for queue in queues
+        ]
+        click.echo(table(["queue", *Status, "total", "oldest waiting"], rows))
+    else:
+        click.echo("no tasks")
+    click.echo()
+    if workers:
+        now = datetime.now(UTC)
+        headers = ["worker", "host", "pid", "queues", "concurrency", "last seen", "state"]
+        click.echo(table(headers, [worker_row(worker, now) for worker in workers]))
+    else:
+        click.echo("no workers")
+
+
+@main.command("list")
+@click.option("--status", "status_", type=click.Choice([s.value for s in Status]))
+@click.option("--queue", type=Key(), help="Only this queue.")
+@click.option("--limit", type=click.IntRange(1, 2**31 - 1), default=50, show_default=True)
+@database_url_option
+def list_(status_: str | None, queue: str | None, limit: int, database_url: str) -> None:
+    """The newest tasks, one a line."""
+    with store_for(database_url) as store:
+        found = store.list_tasks(status=status_, queue=queue, limit=limit)
+    if not found:
+        click.echo("no tasks")
+        return
+    headers = ["id", "queue", "name", "status", "attempt", "retries_left", "run_at"]
+    rows = [
+        [t.id, t.queue_id, t.name, t.status, t.attempt, t.retries_left, when(t.run_at)]
+        for t in found
+    ]
+    click.echo(table(headers, rows))
+
+
+@main.command()
+@click.argument("task_id", metavar="ID", type=TASK_ID)
+@database_url_option
+def show(task_id: int, database_url: str) -> None:
+    """Every field of task ID."""
+    with store_for(database_url) as store:
+        task = store.get(task_id)
+        if task is None:
+            raise JobqError(f"no task with id {task_id}")
+    names = [field.name for field in fields(task)]
+    width = max(len(name) for name in names)
+    for name in names:
+        click.echo(f"{name.ljust(width)}  {field_text(task, name)}")
+
+
+@main.command()
+@click.argument("task_id", metavar="[ID]", type=TASK_ID, required=False)
+@click.option("--failed", is_flag=True, help="Every terminally failed task instead of ID.")
+@click.option("--queue", type=Key(), help="With --failed: only this queue.")
+@database_url_option
+def retry(task_id: int | None, failed: bool, queue: str | None, database_url: str) -> None:
+    """Queue failed or cancelled tasks again.
+
+    Either task ID (failed or cancelled), or with --failed every task that failed with no
+    retries left (of one --queue).
+    """
+    if (task_id is not None) == failed:
+        raise click.UsageError("give a task ID or --failed (exactly one)")
+    if queue is not None and not failed:
+        raise click.UsageError("--queue goes with --failed")
+    with store_for(database_url) as store:
+        if task_id is None:
+            click.echo(f"requeued {count(store.retry_failed(queue))}")
+        elif store.retry(task_id):
+            click.echo(f"requeued task {task_id}")
+        else:
+            raise JobqError(_why_not_retried(store.get(task_id), task_id))
+
+
+def _why_not_retried(task: Task | None, task_id: int) -> str:
+    if task is None:
+        return f"no task with id {task_id}"
+    if task.status not in (Status.FAILED, Status.CANCELLED):
+        return f"task {task_id} is {task.status}; only failed or cancelled tasks can be retried"
+    if task.recurring:
+        return f"task {task_id} is recurring; it cannot be retried"
+    return f"task {task_id}: another pending task holds its unique key {task.unique_key!r}"
+
+
+@main.command()
+@click.argument("task_id", metavar="ID", type=TASK_ID)
+@database_url_option
+def cancel(task_id: int, database_url: str) -> None:
+    """Cancel waiting task ID.
+
+    Waiting means queued, or failed with retries left; running and finished tasks stay.
+    """
+    with store_for(database_url) as store:
+        if not store.cancel(task_id):
+            raise JobqError(_why_not_cancelled(store.get(task_id), task_id))
+    click.echo(f"cancelled task {task_id}")
+
+
+def _why_not_cancelled(task: Task | None, task_id: int) -> str:
+    if task is None:
+        return f"no task with id {task_id}"
+    if task.recurring:
+        return f"task {task_id} is recurring; it cannot be cancelled"
+    if task.status is Status.FAILED:
+        return f"task {task_id} failed with no retries left; only waiting tasks can be cancelled"
+    return f"task {task_id} is {task.status}; only waiting tasks can be cancelled"
+
+
+@main.command()
+@click.option(
+    "--older-than",
+    type=Duration(),
+    required=True,
+    help="Age of finished tasks to delete: 30s, 15m, 12h, 7d, 1w or seconds.",
+)
+@database_url_option
+def prune(older_than: float, database_url: str) -> None:
+    """Delete finished tasks older than --older-than.
+
+    Finished means done, cancelled, or failed with no retries left.
+    """
+    with store_for(database_url) as store:
+        click.echo(f"deleted {count(store.prune(older_than))}")
+
+
+if __name__ == "__main__":
+    main(prog_name="jobq")
+
+
+main.add_command(worker)

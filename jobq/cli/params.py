@@ -1,0 +1,147 @@
+"""Parsing the command line's values: JSON objects, keys, durations, task files."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import IO, Any
+
+import click
+
+from jobq.cli.common import PRIORITY, RETRIES
+from jobq.durations import parse_duration
+from jobq.errors import InvalidOption, JobqError
+from jobq.validation import check_int, check_key
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of ``value``'s type with its article, for messages: "an array"."""
+    if isinstance(value, bool):
+        return "a boolean"
+    names = {dict: "an object", list: "an array", str: "a string", int: "a number"}
+    return "null" if value is None else names.get(type(value), "a number")
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed in JSON")
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """``text`` decoded as a JSON object, or ValueError saying what is wrong with it."""
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except ValueError as error:  # json.JSONDecodeError is a ValueError
+        raise ValueError(f"not valid JSON: {error}") from None
+    except RecursionError:
+        raise ValueError("not valid JSON: nested too deeply") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a JSON object, not {_json_type(value)}")
+    return value
+
+
+class JsonObject(click.ParamType):
+    """A JSON object of keyword arguments."""
+
+    name = "json"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, dict):
+            return value
+        try:
+            return _json_object(value)
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
+
+
+class Key(click.ParamType):
+    """A task name, queue name or unique key: non-empty, at most 255 characters."""
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            check_key("value", value, required=True)
+        except InvalidOption as error:
+            self.fail(str(error.context.get("reason", error)), param, ctx)
+        return value
+
+
+class Duration(click.ParamType):
+    """Seconds, written as 90, 30s, 15m, 12h, 7d or 1w."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return parse_duration(value)
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
+
+
+@dataclass(frozen=True)
+class TaskLine:
+    """One task to enqueue: its name, arguments and Store.enqueue keyword options."""
+
+    name: str
+    kwargs: dict[str, Any]
+    options: tuple[tuple[str, Any], ...]
+
+
+#: Keys a --file line may carry, and the Store.enqueue option each one becomes.
+LINE_OPTIONS = {
+    "queue": "queue",
+    "delay": "delay",
+    "priority": "priority",
+    "unique": "unique_key",
+    "retries": "retries",
+}
+
+
+def _task_line(text: str) -> TaskLine:
+    """One --file line as a TaskLine, or ValueError (or InvalidOption) saying what is wrong."""
+    entry = _json_object(text)
+    unknown = sorted(set(entry) - {"name", "kwargs", *LINE_OPTIONS})
+    if unknown:
+        expected = ", ".join(["name", "kwargs", *LINE_OPTIONS])
+        raise ValueError(f"unknown key {unknown[0]!r}; expected: {expected}")
+    if "name" not in entry:
+        raise ValueError("'name' is missing")
+    check_key("name", entry["name"], required=True)
+    kwargs = entry.get("kwargs", {})
+    if not isinstance(kwargs, dict):
+        raise ValueError(f"'kwargs' must be a JSON object, not {_json_type(kwargs)}")
+    options: dict[str, Any] = {}
+    for key, option in LINE_OPTIONS.items():
+        if key not in entry:
+            continue
+        value = entry[key]
+        if key in ("queue", "unique"):
+            check_key(key, value, required=True)
+        elif key == "delay":
+            try:
+                value = parse_duration(value)
+            except ValueError as error:
+                raise ValueError(f"'delay': {error}") from None
+        else:
+            bounds = PRIORITY if key == "priority" else RETRIES
+            check_int(key, value, minimum=bounds.min)
+            if bounds.max is not None and value > bounds.max:
+                raise InvalidOption(option=key, reason=f"{value} is above {bounds.max}")
+        options[option] = value
+    return TaskLine(entry["name"], kwargs, tuple(options.items()))
+
+
+def read_task_file(file: IO[str]) -> list[TaskLine]:
+    """Every task of a JSON-lines file, or JobqError naming the first bad line."""
+    tasks: list[TaskLine] = []
+    try:
+        for number, text in enumerate(file, start=1):
+            if not text.strip():
+                continue
+            try:
+                tasks.append(_task_line(text))
+            except (ValueError, InvalidOption) as error:
+                raise JobqError(f"{file.name} line {number}: {error}") from None
+    except UnicodeDecodeError as error:
+        raise JobqError(f"{file.name} is not UTF-8 text: {error}") from None
+    return tasks

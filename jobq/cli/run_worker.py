@@ -1,0 +1,75 @@
+"""`jobq worker`: run an app's tasks until stopped."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import click
+
+from jobq.app import load_app
+from jobq.cli.common import clear_errors
+from jobq.store import Store
+from jobq.worker import Worker
+
+
+@click.command()
+@click.option("--app", "app_path", required=True, help="The jobq.App to run, as module:attribute.")
+@click.option("--queues", default=None, help="Comma-separated queues to take from (default: all).")
+@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--burst", is_flag=True, help="Exit once nothing is left to run.")
+@click.option(
+    "--lease", type=click.FloatRange(min=0, min_open=True), default=None,
+    help="Lease seconds for every task (default: each task's own).",
+)  # fmt: skip
+@click.option(
+    "--grace", type=click.FloatRange(min=0), default=30.0, show_default=True,
+    help="Seconds running tasks get to finish after SIGTERM before they are released.",
+)  # fmt: skip
+@click.option(
+    "--poll-interval", type=click.FloatRange(min=0, min_open=True), default=0.5, show_default=True
+)
+@click.option("--worker-id", default=None, help="Default: host:pid:random.")
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+)
+@click.option(
+    "--database-url", envvar="JOBQ_DATABASE_URL", default=None,
+    help="Database URL (env: JOBQ_DATABASE_URL); default: the app's own.",
+)  # fmt: skip
+def worker(
+    app_path: str,
+    queues: str | None,
+    concurrency: int,
+    burst: bool,
+    lease: float | None,
+    grace: float,
+    poll_interval: float,
+    worker_id: str | None,
+    log_level: str,
+    database_url: str | None,
+) -> None:
+    """Run the app's tasks: capture, execute, record; SIGTERM stops it gracefully."""
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    with clear_errors():
+        app = load_app(app_path)
+        if database_url is not None:
+            app.store = Store(database_url)
+        names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
+        running = Worker(
+            app, queues=names, concurrency=concurrency, lease=lease, grace=grace,
+            poll_interval=poll_interval, burst=burst, worker_id=worker_id,
+        )  # fmt: skip
+        running.run()
+    if running.stragglers:
+        # Released sync tasks still hold threads that cannot be stopped: leave without them.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
