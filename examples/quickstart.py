@@ -1,57 +1,57 @@
-"""Quickstart: enqueue, capture, run and set the status of tasks through the Store.
+"""Quickstart: define tasks, enqueue them, let `jobq worker` run them, read the results.
 
-Runs on the embedded SQLite default (./jobq.db, or $JOBQ_DATABASE_URL). The worker
-(`jobq worker`) will do the capture / run / set_status loop for you; this shows the
-three statements it is made of.
+    python examples/quickstart.py enqueue                     # migrate and enqueue
+    jobq worker --app examples.quickstart:app --burst         # run them, then exit
+    python examples/quickstart.py results                     # what happened
+
+The database is $JOBQ_DATABASE_URL, else ./jobq.db (SQLite, nothing to install).
 """
 
 from __future__ import annotations
 
+import asyncio
+import sys
+
 import jobq
 
+app = jobq.App()
 
+
+@app.task
 def add(a: int, b: int) -> int:
     return a + b
 
 
+@app.task(retries=0)
 def shout(text: str) -> str:
     if not text:
         raise ValueError("nothing to shout")
     return text.upper() + "!"
 
 
-FUNCTIONS = {"add": add, "shout": shout}
+@app.task(timeout=5)
+async def count_words(text: str) -> int:
+    await asyncio.sleep(0.01)  # an async task runs on the worker's event loop
+    return len(text.split())
 
 
-def main() -> None:
-    store = jobq.Store()  # JOBQ_DATABASE_URL, else sqlite:///jobq.db
-    store.migrate()
-
+def enqueue() -> None:
+    app.migrate()
     ids = [
-        store.enqueue("add", {"a": 2, "b": 3}),
-        store.enqueue("shout", {"text": "hello"}, priority=5),
-        store.enqueue("shout", {"text": ""}, retries=0),
+        add.enqueue(a=2, b=3),
+        shout.enqueue(text="hello", _priority=5),  # higher priority runs first
+        shout.enqueue(text=""),  # fails: retries=0, so it ends failed
+        count_words.enqueue(text="the whole state lives in SQL rows"),
+        *add.enqueue_many([{"a": i, "b": i} for i in range(3)]),
     ]
-    ids += store.enqueue_many("add", [{"a": i, "b": i} for i in range(3)])
     print(f"enqueued {len(ids)} tasks: {ids}")
 
-    while tasks := store.capture(10, worker_id="quickstart"):
-        for task in tasks:
-            try:
-                result = FUNCTIONS[task.name](**task.args)
-            except Exception as error:  # a worker records every failure
-                applied = store.set_status(task.id, task.attempt, "failed", error=repr(error))
-            else:
-                applied = store.set_status(task.id, task.attempt, "done", result=result)
-            assert applied, "the fencing token (attempt) was stale"
 
-    for task_id in ids:
-        task = store.get(task_id)
-        assert task is not None
-        outcome = task.result if task.status == "done" else task.error
+def results() -> None:
+    for task in reversed(app.store.list_tasks(limit=7)):
+        outcome = task.result if task.status == "done" else (task.error or "").splitlines()[-1]
         print(f"task {task.id} {task.name}{task.args}: {task.status} -> {outcome!r}")
-    print("counts:", {f"{q}/{s}": n for (q, s), n in sorted(store.counts().items())})
 
 
 if __name__ == "__main__":
-    main()
+    {"enqueue": enqueue, "results": results}[sys.argv[1] if len(sys.argv) > 1 else "enqueue"]()

@@ -56,17 +56,48 @@ def test_installed_wheel_migrates_an_empty_sqlite_database(tmp_path: Path) -> No
     assert version == (migrations.head(),)
 
 
-def test_quickstart_example_runs(tmp_path: Path) -> None:
+def run_example(tmp_path: Path, *args: str) -> str:
+    """Run a command from the checkout's examples the way README does; its stdout."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("JOBQ_DATABASE_URL", None)
+    env.pop("JOBQ_DATABASE_URL", None)  # the examples use ./jobq.db in tmp_path
     done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "quickstart.py")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        [sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "add{'a': 2, 'b': 3}: done -> 5" in done.stdout
-    assert "shout{'text': ''}: failed -> \"ValueError('nothing to shout')\"" in done.stdout
+    assert "Traceback" not in done.stderr
+    return done.stdout
+
+
+def test_readme_quickstart_runs_a_real_worker(tmp_path: Path) -> None:
+    quickstart = str(ROOT / "examples" / "quickstart.py")
+    assert "enqueued 7 tasks" in run_example(tmp_path, quickstart, "enqueue")
+    run_example(tmp_path, "-m", "jobq.cli", "worker", "--app", "examples.quickstart:app", "--burst")
+    results = run_example(tmp_path, quickstart, "results")
+    assert "add{'a': 2, 'b': 3}: done -> 5" in results
+    assert "shout{'text': 'hello'}: done -> 'HELLO!'" in results
+    assert "shout{'text': ''}: failed -> 'ValueError: nothing to shout'" in results
+    assert "count_words{'text': 'the whole state lives in SQL rows'}: done -> 7" in results
     assert (tmp_path / "jobq.db").exists()
+
+
+def test_transactional_enqueue_example(tmp_path: Path) -> None:
+    out = run_example(tmp_path, str(ROOT / "examples" / "transactional_enqueue.py"))
+    assert "task 1: done -> 'welcome mail for user 1 sent to ada@example.com'" in out
+    assert "users: ['ada@example.com']" in out and "bob@example.com'" not in out
+
+
+def test_async_tasks_example(tmp_path: Path) -> None:
+    out = run_example(tmp_path, str(ROOT / "examples" / "async_tasks.py"))
+    assert out.count(": done -> 'page") == 10
+    assert "task 11: failed -> 'timed out after 2 s'" in out
+
+
+def test_retries_example(tmp_path: Path) -> None:
+    out = run_example(tmp_path, str(ROOT / "examples" / "retries.py"))
+    assert "done, 3 attempt(s): a.png uploaded after 3 attempt(s)" in out
+    assert "failed, 4 attempt(s): ConnectionError: upload of b.png failed (attempt 4)" in out
+    assert "done, 3 attempt(s): monthly ready" in out
 
 
 def test_cli_migrate_reports_problems_in_one_line(tmp_path: Path) -> None:
