@@ -8,7 +8,7 @@ the row is still in_progress with that attempt, and report whether they did.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -480,6 +480,14 @@ class Store:
                 locked_until=None,
             )
         )
+
+    def listen(self, on_enqueued: Callable[[set[str] | None], None], stop: Any) -> bool:
+        """Call ``on_enqueued(queues or None)`` when tasks are enqueued, until ``stop`` is set.
+
+        Where the database can notify (PostgreSQL), a connection in a thread of its own
+        does it, reconnecting by itself; elsewhere this returns False and workers poll.
+        """
+        return self.dialect.listen(self.engine, on_enqueued, stop)
 
     # --- the live-worker registry -----------------------------------------------------
 

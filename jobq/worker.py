@@ -86,7 +86,9 @@ class Worker:
         #: Counts of what happened: done, failed, released, stale, lost, timed_out, ...
         self.stats: Counter[str] = Counter()
         self._runs: dict[Fence, _Run] = {}
-        self._finished: queue.SimpleQueue[tuple[Fence, Outcome]] = queue.SimpleQueue()
+        # Finished runs; None is a nudge from the database's notifications: tasks arrived.
+        self._finished: queue.SimpleQueue[tuple[Fence, Outcome] | None] = queue.SimpleQueue()
+        self._stop_listening = threading.Event()
         self._unrecorded: list[Completion] = []
         self._stopping = threading.Event()
         self._grace_ends = 0.0
@@ -106,9 +108,12 @@ class Worker:
             "worker %s started: queues %s, concurrency %d",
             self.worker_id, ",".join(self.queues) if self.queues else "all", self.concurrency,
         )  # fmt: skip
+        if self.store.listen(self._on_enqueued, self._stop_listening):
+            log.info("woken by the database on enqueue; polling every %gs too", self.poll_interval)
         try:
             self._work()
         finally:
+            self._stop_listening.set()
             self._pool.shutdown(wait=False, cancel_futures=True)
             if self._loop is not None:
                 self._loop.call_soon_threadsafe(self._loop.stop)
@@ -132,6 +137,11 @@ class Worker:
     def stragglers(self) -> int:
         """Sync task threads still running after their runs were settled (they cannot be killed)."""
         return sum(1 for run in self._runs.values() if not run.future.done())
+
+    def _on_enqueued(self, queues: set[str] | None) -> None:
+        """From the notification thread: wake the loop if a queue we serve got tasks."""
+        if queues is None or self.queues is None or not queues.isdisjoint(self.queues):
+            self._finished.put(None)
 
     def _install_signal_handlers(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -224,7 +234,10 @@ class Worker:
                 finished.append(self._finished.get_nowait())
             except queue.Empty:
                 break
-        for fence, outcome in finished:
+        for item in finished:
+            if item is None:
+                continue  # a nudge: the caller's loop captures next
+            fence, outcome = item
             run = self._runs.pop(fence, None)
             if run is None or run.ended:
                 continue  # settled already: timed out, released or lost

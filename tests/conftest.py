@@ -95,4 +95,6 @@ def _drop_jobq_tables(url: str) -> None:
         for name in names:
             if name.startswith("jobq_"):
                 conn.exec_driver_sql(f"DROP TABLE {name} CASCADE")
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql("DROP FUNCTION IF EXISTS jobq_notify_enqueued()")
     engine.dispose()

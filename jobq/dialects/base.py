@@ -248,6 +248,18 @@ class Dialect:
         returning = self.memo(("returning ids", stmt), lambda: stmt.returning(c.id))
         return set(conn.execute(returning, params).scalars())
 
+    # --- wake-up --------------------------------------------------------------------
+
+    def listen(
+        self, engine: Engine, on_enqueued: Callable[[set[str] | None], None], stop: Any
+    ) -> bool:
+        """Call ``on_enqueued(queues)`` whenever tasks are enqueued, until ``stop`` is set.
+
+        ``queues`` names the queues that got tasks, or is None when unknown (after a
+        reconnect, say). Returns False where the database cannot notify: workers poll.
+        """
+        return False
+
     # --- errors ---------------------------------------------------------------------
 
     def is_missing_schema(self, error: sa.exc.DBAPIError) -> bool:

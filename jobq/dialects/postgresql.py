@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg
 from sqlalchemy.engine import Engine
@@ -14,6 +17,7 @@ from jobq.prepared import RowReader
 from jobq.schema import tasks
 
 c = tasks.c
+log = logging.getLogger("jobq.listen")
 
 # SQLSTATEs: undefined_table, undefined_column.
 _MISSING_SCHEMA = {"42P01", "42703"}
@@ -77,5 +81,41 @@ class PostgresDialect(Dialect):
         )
         return stmt
 
+    def listen(
+        self, engine: Engine, on_enqueued: Callable[[set[str] | None], None], stop: Any
+    ) -> bool:
+        thread = threading.Thread(
+            target=_listen_until_stopped, args=(engine.url, on_enqueued, stop),
+            name="jobq-listen", daemon=True,
+        )  # fmt: skip
+        thread.start()
+        return True
+
     def is_missing_schema(self, error: sa.exc.DBAPIError) -> bool:
         return getattr(error.orig, "sqlstate", None) in _MISSING_SCHEMA
+
+
+#: The channel that revision 0003's trigger notifies after each INSERT into jobq_tasks.
+CHANNEL = "jobq_tasks"
+
+
+def _listen_until_stopped(
+    url: sa.URL, on_enqueued: Callable[[set[str] | None], None], stop: threading.Event
+) -> None:
+    """LISTEN on its own connection, reconnecting by itself (after a restart, say)."""
+    conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    delay = 0.5
+    while not stop.is_set():
+        try:
+            with psycopg.connect(conninfo, autocommit=True) as conn:
+                conn.execute(f"LISTEN {CHANNEL}")
+                delay = 0.5
+                # Tasks may have arrived while we were not listening: look once.
+                on_enqueued(None)
+                while not stop.is_set():
+                    for notification in conn.notifies(timeout=1.0):
+                        on_enqueued({q for q in notification.payload.split(",") if q})
+        except psycopg.Error as error:
+            log.warning("LISTEN connection lost (%s); reconnecting in %.1f s", error, delay)
+            stop.wait(delay)
+            delay = min(delay * 2, 10.0)

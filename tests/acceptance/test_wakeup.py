@@ -1,0 +1,77 @@
+"""On PostgreSQL an idle worker wakes on NOTIFY instead of waiting for its next poll."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+
+import jobq
+from jobq import Status
+from tests.acceptance.test_worker_processes import store, wait_until, worker  # noqa: F401
+from tests.apps import mixed
+
+pytestmark = [pytest.mark.slow, pytest.mark.parametrize("backend", ["postgresql"])]
+
+
+def conninfo(db_url: str) -> str:
+    return sa.make_url(db_url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def test_one_notification_per_insert_statement_naming_its_queues(
+    store: jobq.Store,  # noqa: F811
+    db_url: str,
+) -> None:
+    with psycopg.connect(conninfo(db_url), autocommit=True) as listener:
+        listener.execute("LISTEN jobq_tasks")
+        mixed.double.enqueue_many([{"n": i} for i in range(500)], _queue="bulk")
+        mixed.double.enqueue(n=1, _queue="single")
+        payloads = [n.payload for n in listener.notifies(timeout=1.0)]
+    assert payloads == ["bulk", "single"]
+
+
+def started_within(store: jobq.Store, task_id: int, seconds: float) -> None:  # noqa: F811
+    wait_until(lambda: store.get(task_id).status is Status.DONE, timeout=30)  # type: ignore[union-attr]
+    task = store.get(task_id)
+    assert task is not None and task.started_at is not None and task.created_at is not None
+    waited = (task.started_at - task.created_at).total_seconds()
+    assert waited < seconds, f"started {waited:.3f} s after enqueue"
+
+
+def test_an_idle_worker_starts_a_task_within_half_a_second(
+    store: jobq.Store,  # noqa: F811
+    db_url: str,
+) -> None:
+    process = worker(db_url, "--poll-interval", "10")
+    try:
+        wait_until(lambda: bool(store.live_workers()))
+        time.sleep(1.0)  # let it go idle: its next poll is 10 s away
+        started_within(store, mixed.double.enqueue(n=2), 0.5)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+
+
+def test_the_listener_reconnects_after_its_connection_is_killed(
+    store: jobq.Store,  # noqa: F811
+    db_url: str,
+) -> None:
+    process = worker(db_url, "--poll-interval", "10")
+    try:
+        wait_until(lambda: bool(store.live_workers()))
+        time.sleep(1.0)
+        with psycopg.connect(conninfo(db_url), autocommit=True) as admin:
+            killed = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE query = 'LISTEN jobq_tasks' AND pid <> pg_backend_pid()"
+            ).fetchone()
+        assert killed is not None and killed[0] >= 1
+        time.sleep(2.0)  # the listener notices and reconnects
+        started_within(store, mixed.double.enqueue(n=3), 0.5)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _out, err = process.communicate(timeout=30)
+    assert "LISTEN connection lost" in err
