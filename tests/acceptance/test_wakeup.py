@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psycopg
 import pytest
@@ -41,28 +43,34 @@ def started_within(store: jobq.Store, task_id: int, seconds: float) -> None:  # 
     assert waited < seconds, f"started {waited:.3f} s after enqueue"
 
 
+@contextmanager
+def idle_worker(store: jobq.Store, db_url: str) -> Iterator[list[str]]:  # noqa: F811
+    """A running worker gone idle: its next poll is 10 s away. Yields, after it stops, its
+    stderr as the list's one item."""
+    stderr: list[str] = []
+    process = worker(db_url, "--poll-interval", "10")
+    try:
+        wait_until(lambda: bool(store.live_workers()))
+        time.sleep(1.0)
+        yield stderr
+    finally:
+        process.send_signal(signal.SIGTERM)
+        stderr.append(process.communicate(timeout=30)[1])
+
+
 def test_an_idle_worker_starts_a_task_within_half_a_second(
     store: jobq.Store,  # noqa: F811
     db_url: str,
 ) -> None:
-    process = worker(db_url, "--poll-interval", "10")
-    try:
-        wait_until(lambda: bool(store.live_workers()))
-        time.sleep(1.0)  # let it go idle: its next poll is 10 s away
+    with idle_worker(store, db_url):
         started_within(store, mixed.double.enqueue(n=2), 0.5)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.communicate(timeout=30)
 
 
 def test_the_listener_reconnects_after_its_connection_is_killed(
     store: jobq.Store,  # noqa: F811
     db_url: str,
 ) -> None:
-    process = worker(db_url, "--poll-interval", "10")
-    try:
-        wait_until(lambda: bool(store.live_workers()))
-        time.sleep(1.0)
+    with idle_worker(store, db_url) as stderr:
         with psycopg.connect(conninfo(db_url), autocommit=True) as admin:
             killed = admin.execute(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
@@ -71,7 +79,4 @@ def test_the_listener_reconnects_after_its_connection_is_killed(
         assert killed is not None and killed[0] >= 1
         time.sleep(2.0)  # the listener notices and reconnects
         started_within(store, mixed.double.enqueue(n=3), 0.5)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        _out, err = process.communicate(timeout=30)
-    assert "LISTEN connection lost" in err
+    assert "LISTEN connection lost" in stderr[0]
