@@ -182,6 +182,11 @@ class Worker:
                 continue
             free = self.concurrency - len(self._runs)
             captured = self._capture(free) if free > 0 else []
+            if captured:
+                # The new leases run from now: renew them in time even if the last
+                # heartbeat, taken while idle, planned the next one 10 s away.
+                shortest = min(self.lease or task.lease for task in captured)
+                next_heartbeat = min(next_heartbeat, time.monotonic() + shortest / 3)
             if self.burst and not captured and not self._runs and not self._unrecorded:
                 return
             if captured and len(captured) == free:
@@ -289,8 +294,7 @@ class Worker:
             if fence[0] not in extended:
                 run = self._runs[fence]
                 run.ended = True
-                if isinstance(run.future, Future):
-                    run.future.cancel()
+                run.future.cancel()  # stops an async run; a sync thread runs on, unheard
                 self.stats["lost"] += 1
                 log.warning(
                     "task %d attempt %d: lease lost (expired and taken over); its outcome "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -82,3 +84,26 @@ def test_side_effects_happen_once_per_task(app: jobq.App) -> None:
         ).all()
     assert len(per_task) == 200 and {n for _, n in per_task} == {1}
     assert app.store.counts() == {("default", Status.DONE): 200}
+
+
+def test_a_short_lease_is_renewed_from_the_moment_the_task_is_captured(app: jobq.App) -> None:
+    """An idle worker's next heartbeat is up to 10 s away; a 1 s lease must not wait for it."""
+    worker = Worker(app, poll_interval=0.05)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        time.sleep(0.3)  # idle: the first heartbeat has happened
+        task_id = app.store.enqueue("sleep", {"seconds": 2.5}, lease=1, retries=3)
+        while app.store.get(task_id).locked_by != worker.worker_id:  # type: ignore[union-attr]
+            time.sleep(0.01)
+        deadline = time.monotonic() + 2.2
+        while time.monotonic() < deadline:
+            assert app.store.capture(1, worker_id="thief") == [], "the lease lapsed mid-run"
+            time.sleep(0.1)
+        while app.store.get(task_id).status is not Status.DONE:  # type: ignore[union-attr]
+            time.sleep(0.05)
+    finally:
+        worker.stop()
+        thread.join(timeout=10)
+    task = app.store.get(task_id)
+    assert task is not None and (task.attempt, task.result) == (1, 2.5)
