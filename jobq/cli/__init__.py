@@ -17,6 +17,7 @@ from typing import IO, Any
 
 import click
 
+from jobq.app import load_app
 from jobq.cli.common import (
     PRIORITY,
     RETRIES,
@@ -68,6 +69,10 @@ def migrate(database_url: str) -> None:
     type=click.File(encoding="utf-8-sig"),
     help="JSON lines: name, kwargs, queue, delay, priority, unique, retries.",
 )
+@click.option(
+    "--app", "app_path", default=None,
+    help="Check NAME and --kwargs against this jobq.App (module:attribute) first.",
+)  # fmt: skip
 @database_url_option
 def enqueue(
     name: str | None,
@@ -78,9 +83,13 @@ def enqueue(
     unique: str | None,
     retries: int | None,
     task_file: IO[str] | None,
+    app_path: str | None,
     database_url: str,
 ) -> None:
     """Enqueue task NAME, or every line of a --file.
+
+    With --app, NAME must be one of the app's tasks and --kwargs must fit its signature;
+    the task's own definition then gives its retries and unique key.
 
     Prints the new task's id; with --file, how many tasks were enqueued. The file holds
     one JSON object a line: name (required), kwargs (an object), and optionally queue,
@@ -100,8 +109,38 @@ def enqueue(
         return
     if name is None:
         raise click.UsageError("give a task NAME or --file")
+    if app_path is not None:
+        if unique is not None or retries is not None:
+            raise click.UsageError("with --app, retries and unique come from the task itself")
+        _enqueue_with_app(app_path, name, kwargs, queue, delay, priority, database_url)
+        return
     with store_for(database_url) as store:
         click.echo(store.enqueue(name, kwargs, **options))
+
+
+def _enqueue_with_app(
+    app_path: str,
+    name: str,
+    kwargs: dict[str, Any] | None,
+    queue: str | None,
+    delay: float | None,
+    priority: int | None,
+    database_url: str,
+) -> None:
+    """Enqueue through the app, which checks the name and the arguments before writing."""
+    with clear_errors():
+        app = load_app(app_path)
+        explicit = click.get_current_context().get_parameter_source("database_url")
+        if explicit is not click.core.ParameterSource.DEFAULT:
+            app.store = Store(database_url)
+        try:
+            task_id = app.enqueue(name, kwargs, queue=queue, delay=delay, priority=priority)
+        except TypeError as error:  # a missing or unexpected argument
+            click.echo(f"error: {error}", err=True)
+            sys.exit(1)
+        finally:
+            app.store.dispose()
+    click.echo(task_id)
 
 
 def _enqueue_file(task_file: IO[str], database_url: str) -> None:

@@ -542,3 +542,44 @@ def test_parse_duration_refuses_more_than_a_century() -> None:
 )  # fmt: skip
 def test_format_duration(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
+
+
+# --- enqueue --app: checked against the app's tasks --------------------------------------
+
+APP = ("--app", "tests.apps.mixed:app")
+
+
+def test_enqueue_with_app_uses_the_tasks_definition(cli: Cli, db_url: str) -> None:
+    done = cli(db_url, "enqueue", "work", *APP, "--kwargs", '{"n": 4}', "--priority", "3")
+    assert done.returncode == 0, done.stderr
+    (row,) = all_rows(jobq.Store(db_url))
+    assert row["id"] == int(done.stdout)
+    assert (row["name"], row["args"], row["retries_left"], row["priority"]) == (
+        "work", {"n": 4}, 2, 3,
+    )  # fmt: skip
+
+
+def test_enqueue_with_app_refuses_unknown_names_and_bad_arguments(cli: Cli, db_url: str) -> None:
+    unknown, missing, unexpected = cli.many(
+        db_url,
+        [
+            ["enqueue", "wrok", *APP, "--kwargs", '{"n": 1}'],
+            ["enqueue", "work", *APP, "--kwargs", "{}"],
+            ["enqueue", "work", *APP, "--kwargs", '{"n": 1, "m": 2}'],
+        ],
+    )
+    assert failure(unknown).startswith("error: No task named 'wrok' is registered in this app")
+    assert failure(missing) == "error: task 'work': missing a required argument: 'n'"
+    assert failure(unexpected) == "error: task 'work': got an unexpected keyword argument 'm'"
+    assert all_rows(jobq.Store(db_url)) == []
+
+
+@sqlite_only
+def test_enqueue_with_app_rejects_options_the_task_defines(cli: Cli, db_url: str) -> None:
+    done = cli(db_url, "enqueue", "work", *APP, "--kwargs", '{"n": 1}', "--retries", "9")
+    assert "retries and unique come from the task itself" in usage_error(done)
+    bad_app = cli(db_url, "enqueue", "work", "--app", "tests.apps.mixed:nope")
+    assert failure(bad_app) == (
+        "error: Cannot load the app 'tests.apps.mixed:nope': "
+        "'tests.apps.mixed' has no attribute 'nope'"
+    )
