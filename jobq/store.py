@@ -231,11 +231,17 @@ class Store:
         Order: highest priority, then earliest run_at, then lowest id. ``lease`` overrides
         each task's own lease seconds. Each returned task carries its new ``attempt``.
         """
-        check_int("limit", limit, minimum=0)
-        check_key("worker_id", worker_id, required=True)
-        if lease is not None:
-            check_seconds("lease", lease, positive=True)
-        names = queue_list(queues)
+        names = _capture_options(limit, queues, worker_id, lease)
+        return self._capture(None, limit, names, worker_id, lease)
+
+    def _capture(
+        self,
+        connection: Connection | None,
+        limit: int,
+        names: list[str] | None,
+        worker_id: str,
+        lease: float | None,
+    ) -> list[Task]:
         if limit == 0 or names == []:
             return []
         shape = (None if names is None else len(names), lease is None)
@@ -245,9 +251,8 @@ class Store:
             params.update({f"queue_{i}": name for i, name in enumerate(names)})
         if lease is not None:
             params["lease_seconds"] = float(lease)
-        captured = [
-            Task.from_values(self._read(row)) for row in self.db.run(stmt, params, fetch=True)
-        ]
+        rows = self.db.run(stmt, params, connection=connection, fetch=True)
+        captured = [Task.from_values(self._read(row)) for row in rows]
         captured.sort(key=lambda t: (-t.priority, t.run_at, t.id))
         return captured
 
@@ -282,6 +287,33 @@ class Store:
         Runs of the same outcome go in one batched statement. Returns how many applied;
         the others were stale.
         """
+        if not completions:
+            return 0
+        with self.db.unit(atomic=True) as conn:
+            return self._record(conn, completions)
+
+    def complete_and_capture(
+        self,
+        completions: Sequence[Completion],
+        limit: int,
+        *,
+        queues: Sequence[str] | str | None = None,
+        worker_id: str,
+        lease: float | None = None,
+    ) -> tuple[int, list[Task]]:
+        """set_statuses(completions), then capture(limit, ...), in one transaction.
+
+        A worker that finishes and takes tasks in one commit pays one disk flush, not two.
+        Returns how many completions applied, and the captured tasks.
+        """
+        names = _capture_options(limit, queues, worker_id, lease)
+        with self.db.unit(atomic=True) as conn:
+            applied = self._record(conn, completions)
+            captured = self._capture(conn, limit, names, worker_id, lease)
+        return applied, captured
+
+    def _record(self, conn: Connection, completions: Sequence[Completion]) -> int:
+        """Write completions on ``conn``, one batched statement per outcome shape."""
         groups: dict[tuple[Status, str], list[dict[str, Any]]] = {}
         for done in completions:
             shape, params = self._end_of_run(
@@ -289,16 +321,13 @@ class Store:
                 done.retry_delay,
             )  # fmt: skip
             groups.setdefault(shape, []).append(params)
-        if not groups:
-            return 0
         applied = 0
-        with self.db.unit(atomic=True) as conn:
-            for shape, group in groups.items():
-                prepared = self._set_status_prepared(shape)
-                result = conn.exec_driver_sql(
-                    prepared.sql, [prepared.parameters(params) for params in group]
-                )
-                applied += result.rowcount
+        for shape, group in groups.items():
+            prepared = self._set_status_prepared(shape)
+            result = conn.exec_driver_sql(
+                prepared.sql, [prepared.parameters(params) for params in group]
+            )
+            applied += result.rowcount
         return applied
 
     def _end_of_run(
@@ -636,3 +665,14 @@ class Store:
         stmt = sa.select(c.queue_id, c.status, sa.func.count()).group_by(c.queue_id, c.status)
         with self.db.unit(read_only=True) as conn:
             return {(q, Status(s)): n for q, s, n in conn.execute(stmt)}
+
+
+def _capture_options(
+    limit: int, queues: Sequence[str] | str | None, worker_id: str, lease: float | None
+) -> list[str] | None:
+    """Check capture's options; the queue names (None: every queue)."""
+    check_int("limit", limit, minimum=0)
+    check_key("worker_id", worker_id, required=True)
+    if lease is not None:
+        check_seconds("lease", lease, positive=True)
+    return queue_list(queues)

@@ -36,6 +36,9 @@ log = logging.getLogger("jobq.worker")
 
 Fence = tuple[int, int]
 
+#: Seconds free slots may wait for the others to free up before a capture anyway.
+_CAPTURE_WAIT = 0.01
+
 
 @dataclass
 class _Run:
@@ -160,12 +163,11 @@ class Worker:
     # --- the loop ---------------------------------------------------------------------
 
     def _work(self) -> None:
-        next_heartbeat = next_rescue = 0.0
+        next_heartbeat = next_rescue = last_capture = 0.0
         while True:
             self._collect(wait=0)
             now = time.monotonic()
             self._expire_timeouts(now)
-            self._record()
             if now >= next_heartbeat:
                 self._heartbeat()
                 next_heartbeat = now + self._heartbeat_interval()
@@ -173,6 +175,7 @@ class Worker:
                 self._rescue()
                 next_rescue = now + self.rescue_interval
             if self._stopping.is_set():
+                self._record()
                 if not self._unsettled() and not self._unrecorded:
                     return
                 if now >= self._grace_ends:
@@ -181,7 +184,15 @@ class Worker:
                 self._collect(wait=0.05)
                 continue
             free = self.concurrency - len(self._runs)
-            captured = self._capture(free) if free > 0 else []
+            # Fewer, fuller round trips: capture once every slot is free, or when free
+            # slots have waited 10 ms (a long task must not hold the others back).
+            worth_it = free == self.concurrency or now - last_capture >= _CAPTURE_WAIT
+            if free > 0 and worth_it:
+                captured = self._capture(free)  # records finished runs in the same commit
+                last_capture = now
+            else:
+                self._record()
+                captured = []
             if captured:
                 # The new leases run from now: renew them in time even if the last
                 # heartbeat, taken while idle, planned the next one 10 s away.
@@ -196,14 +207,18 @@ class Worker:
             )
 
     def _capture(self, free: int) -> list[Task]:
+        """Record the finished runs and capture up to ``free`` tasks, in one transaction."""
+        batch, self._unrecorded = self._unrecorded, []
         try:
-            captured = self.store.capture(
-                free, queues=self.queues, worker_id=self.worker_id, lease=self.lease
+            applied, captured = self.store.complete_and_capture(
+                batch, free, queues=self.queues, worker_id=self.worker_id, lease=self.lease
             )
         except JobqError as error:
             log.error("capture failed, will retry: %s", error)
+            self._unrecorded = batch + self._unrecorded
             time.sleep(self.poll_interval)
             return []
+        self._count_stale(len(batch) - applied)
         for task in captured:
             self._start(task)
         self.stats["captured"] += len(captured)
@@ -262,8 +277,10 @@ class Worker:
             self._unrecorded = batch + self._unrecorded
             time.sleep(min(self.poll_interval, 1.0))
             return
-        if applied < len(batch):
-            stale = len(batch) - applied
+        self._count_stale(len(batch) - applied)
+
+    def _count_stale(self, stale: int) -> None:
+        if stale:
             self.stats["stale"] += stale
             log.warning("%d outcome(s) were stale: their leases expired and were taken over", stale)
 

@@ -595,3 +595,20 @@ def test_set_statuses_records_many_ends_in_one_call_fenced(store: jobq.Store) ->
     assert got[runs[2].id].finished_at is None and got[runs[2].id].error == "e"
     assert (got[stale.id].status, got[stale.id].attempt) == (Status.IN_PROGRESS, newer.attempt)
     assert store.set_statuses([]) == 0
+
+
+def test_complete_and_capture_records_then_captures_in_one_go(store: jobq.Store) -> None:
+    store.enqueue_many("t", [{"i": i} for i in range(4)])
+    first = store.capture(2, worker_id="w")
+    applied, captured = store.complete_and_capture(
+        [Completion(t.id, t.attempt, Status.DONE, result=t.args["i"]) for t in first]
+        + [Completion(first[0].id, first[0].attempt, Status.FAILED)],  # stale: done already
+        5,
+        worker_id="w",
+    )
+    assert applied == 2
+    assert [t.args["i"] for t in captured] == [2, 3]
+    assert [store.get(t.id).result for t in first] == [0, 1]  # type: ignore[union-attr]
+    assert store.complete_and_capture([], 5, worker_id="w") == (0, [])
+    with pytest.raises(jobq.InvalidOption, match="limit"):
+        store.complete_and_capture([], -1, worker_id="w")
