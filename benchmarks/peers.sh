@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Creates benchmarks/.venv-peers: the peer queues bench_worker.py compares jobq with
+# (PGQueuer, Procrastinate, from PyPI) plus jobq itself in editable mode. They live in
+# this virtualenv of their own, never as jobq dependencies.
+#
+#   bash benchmarks/peers.sh
+#
+# benchmarks/.venv-peers/ is not tracked; keep it out of git (.gitignore).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(dirname "$here")"
+venv="$here/.venv-peers"
+python="${PYTHON:-python3}"
+if [ ! -x "$venv/bin/python" ]; then
+    "$python" -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install -q --upgrade pip
+"$venv/bin/python" -m pip install -q pgqueuer procrastinate "psycopg[binary]"
+"$venv/bin/python" -m pip install -q -e "$root"
+"$venv/bin/python" - <<'PY'
+from importlib.metadata import version
+for name in ("jobq", "pgqueuer", "procrastinate", "psycopg", "sqlalchemy"):
+    print(f"{name} {version(name)}")
+PY
+echo "peers ready: $venv/bin/python"
