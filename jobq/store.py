@@ -1,14 +1,16 @@
 """Store: the only code that executes SQL about tasks.
 
-Every method is one statement or one short transaction (or joins the caller's, given
-``connection``); see Database.unit.
-Writes about a captured run are fenced by its attempt number: they apply only while
-the row is still in_progress with that attempt, and report whether they did.
+This module holds capture and the fenced writes about runs; enqueueing (enqueuer.py),
+operators' actions (task_admin.py) and the worker registry (worker_registry.py) are
+mixed into the same Store. Every method is one statement or one short transaction, or
+joins the caller's given ``connection`` (see Database.unit). Writes about a captured run
+are fenced by its attempt number: they apply only while the row is still in_progress
+with that attempt, and report whether they did.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,24 +19,24 @@ from sqlalchemy.engine import Connection, Engine
 
 from jobq import migrations
 from jobq.database import Database
+from jobq.enqueuer import Enqueuer
 from jobq.errors import InvalidOption
-from jobq.live_workers import LiveWorker
-from jobq.payload import check_args, check_result, encode_args, encode_args_array
+from jobq.payload import check_result
 from jobq.prepared import Prepared
 from jobq.retry import Backoff, ExponentialBackoff
-from jobq.schema import HAS_RETRIES, status_is, tasks, workers
+from jobq.schema import HAS_RETRIES, status_is, tasks
+from jobq.task_admin import TaskAdmin
 from jobq.tasks import Completion, Status, Task, as_utc
 from jobq.validation import check_datetime, check_int, check_key, check_seconds, queue_list
+from jobq.worker_registry import WorkerRegistry
 
 c = tasks.c
 
-# enqueue_many sends at most this many rows per statement.
-_BATCH = 5000
 # heartbeat names at most this many (id, attempt) pairs per statement.
 _HEARTBEAT_CHUNK = 500
 
 
-class Store:
+class Store(Enqueuer, TaskAdmin, WorkerRegistry):
     """Tasks in SQL rows: enqueue, capture, set_status, heartbeat, rescue, prune."""
 
     def __init__(
@@ -59,162 +61,6 @@ class Store:
         """Create or upgrade jobq's tables to the newest revision (Alembic upgrade head)."""
         with self.db.unit(atomic=True) as conn:
             migrations.upgrade(conn)
-
-    # --- enqueue --------------------------------------------------------------------
-
-    def enqueue(
-        self,
-        name: str,
-        args: Mapping[str, Any] | None = None,
-        *,
-        queue: str = "default",
-        priority: int = 0,
-        run_at: datetime | None = None,
-        delay: float | None = None,
-        retries: int = 3,
-        timeout: float | None = None,
-        lease: float = 30,
-        unique_key: str | None = None,
-        lock_key: str | None = None,
-        connection: Connection | None = None,
-    ) -> int:
-        """Add one task and return its id; with ``unique_key``, the id of the task holding it.
-
-        Given ``connection``, the row is written in the caller's transaction and commits or
-        rolls back with it.
-        """
-        checked = check_args(name, args)
-        encode_args(name, checked)
-        timing, params = self._new_row(
-            name, queue, priority, run_at, delay, retries, timeout, lease, unique_key, lock_key
-        )
-        params["new_args"] = checked
-        if unique_key is None:
-            insert = self.db.prepare(
-                ("insert", timing), lambda: self.dialect.insert_statement(timing)
-            )
-            return int(self.db.run(insert, params, connection=connection, fetch=True)[0][0])
-        with self.db.unit(connection) as conn:
-            # Insert-or-find, repeated in case the holder finishes between the two.
-            for _ in range(100):
-                task_id = self.dialect.insert_unique(conn, timing, params)
-                if task_id is None:
-                    task_id = self.dialect.holder_of(conn, unique_key)
-                if task_id is not None:
-                    return task_id
-            raise RuntimeError(f"unique_key {unique_key!r} kept changing hands; try again")
-
-    def enqueue_many(
-        self,
-        name: str,
-        args_list: Iterable[Mapping[str, Any] | None],
-        *,
-        queue: str = "default",
-        priority: int = 0,
-        run_at: datetime | None = None,
-        delay: float | None = None,
-        retries: int = 3,
-        timeout: float | None = None,
-        lease: float = 30,
-        unique_key: str | None = None,
-        lock_key: str | None = None,
-        connection: Connection | None = None,
-    ) -> list[int]:
-        """Add one task per entry of ``args_list`` sharing the options; their ids, in order.
-
-        Rows travel in one statement per batch of 5,000. With ``unique_key``, all entries
-        name the same task, so every id returned is that one task's.
-        """
-        args_list = list(args_list)
-        batches = [
-            encode_args_array(name, args_list[start : start + _BATCH])
-            for start in range(0, len(args_list), _BATCH)
-        ]
-        options = dict(
-            queue=queue, priority=priority, run_at=run_at, delay=delay, retries=retries,
-            timeout=timeout, lease=lease, lock_key=lock_key, connection=connection,
-        )  # fmt: skip
-        if not args_list:
-            return []
-        if unique_key is not None:
-            task_id = self.enqueue(name, args_list[0], unique_key=unique_key, **options)  # type: ignore[arg-type]
-            return [task_id] * len(args_list)
-        timing, params = self._new_row(
-            name, queue, priority, run_at, delay, retries, timeout, lease, None, lock_key
-        )
-        insert = self.db.prepare(
-            ("insert many", timing), lambda: self.dialect.insert_many_statement(timing)
-        )
-        if len(batches) == 1 and connection is None:
-            return self._insert_batch(insert, params, batches[0])
-        with self.db.unit(connection, atomic=True) as conn:
-            return [
-                task_id
-                for batch in batches
-                for task_id in self._insert_batch(insert, params, batch, conn)
-            ]
-
-    def _insert_batch(
-        self,
-        insert: Prepared,
-        params: dict[str, Any],
-        args_array: str,
-        connection: Connection | None = None,
-    ) -> list[int]:
-        rows = self.db.run(
-            insert, {**params, "args_array": args_array}, connection=connection, fetch=True
-        )
-        # Ids are assigned in array order, so sorting them restores argument order.
-        return sorted(row[0] for row in rows)
-
-    def _new_row(
-        self,
-        name: str,
-        queue: str,
-        priority: int,
-        run_at: datetime | None,
-        delay: float | None,
-        retries: int,
-        timeout: float | None,
-        lease: float,
-        unique_key: str | None,
-        lock_key: str | None,
-    ) -> tuple[str, dict[str, Any]]:
-        """Validate a new task's options: its run_at timing and its ``new_*`` parameters.
-
-        The timing is 'at' (``new_run_at``), 'delay' (``new_delay`` seconds from the
-        database's now) or 'now'; see Dialect.new_row_values.
-        """
-        check_key("name", name, required=True)
-        check_key("queue", queue, required=True)
-        check_key("unique_key", unique_key)
-        check_key("lock_key", lock_key)
-        check_int("priority", priority)
-        check_int("retries", retries, minimum=0)
-        check_seconds("lease", lease, positive=True)
-        if timeout is not None:
-            check_seconds("timeout", timeout, positive=True)
-        params: dict[str, Any] = {
-            "new_name": name,
-            "new_queue_id": queue,
-            "new_priority": priority,
-            "new_retries_left": retries,
-            "new_lease": float(lease),
-            "new_timeout": None if timeout is None else float(timeout),
-            "new_unique_key": unique_key,
-            "new_lock_key": lock_key,
-        }
-        if run_at is not None and delay is not None:
-            raise InvalidOption(option="run_at", reason="give run_at or delay, not both")
-        if run_at is not None:
-            check_datetime("run_at", run_at)
-            params["new_run_at"] = as_utc(run_at)
-            return "at", params
-        if delay is not None:
-            check_seconds("delay", delay)
-            params["new_delay"] = float(delay)
-            return "delay", params
-        return "now", params
 
     # --- capture and the fenced writes ----------------------------------------------
 
@@ -444,72 +290,6 @@ class Store:
             .values(locked_until=self.dialect.now_plus(lease_seconds))
         )
 
-    def cancel(self, id: int) -> bool:
-        """Cancel task ``id`` if it is waiting (queued, or failed with retries left)."""
-        check_int("id", id)
-        stmt = (
-            sa.update(tasks)
-            .where(
-                c.id == id,
-                sa.or_(
-                    c.status == Status.QUEUED.value,
-                    sa.and_(c.status == Status.FAILED.value, c.retries_left > 0),
-                ),
-                sa.not_(c.recurring),
-            )
-            .values(status=Status.CANCELLED.value, finished_at=self.dialect.now())
-        )
-        with self.db.unit() as conn:
-            return conn.execute(stmt).rowcount == 1
-
-    def retry(self, id: int) -> bool:
-        """Queue task ``id`` again now if it failed or was cancelled; False otherwise.
-
-        A terminal failure gets one more attempt (its retries_left stays 0). A task whose
-        unique_key another pending task holds now stays as it is.
-        """
-        check_int("id", id)
-        with self.db.unit() as conn:
-            return conn.execute(self._retry_statement(c.id == id)).rowcount == 1
-
-    def retry_failed(self, queue: str | None = None) -> int:
-        """Queue every terminally failed task (of ``queue``) again now; how many."""
-        check_key("queue", queue)
-        which = sa.and_(status_is(Status.FAILED), c.retries_left == 0)
-        if queue is not None:
-            which = sa.and_(which, c.queue_id == queue)
-        with self.db.unit() as conn:
-            return conn.execute(self._retry_statement(which)).rowcount
-
-    def _retry_statement(self, which: sa.ColumnElement[bool]) -> sa.Update:
-        holder = tasks.alias("holder")
-        key_is_held = (
-            sa.select(holder.c.id)
-            .where(
-                holder.c.unique_key == c.unique_key,
-                holder.c.id != c.id,
-                holder.c.status.in_([Status.QUEUED.value, Status.IN_PROGRESS.value])
-                | ((holder.c.status == Status.FAILED.value) & (holder.c.retries_left > 0)),
-            )
-            .exists()
-        )
-        return (
-            sa.update(tasks)
-            .where(
-                which,
-                c.status.in_([Status.FAILED.value, Status.CANCELLED.value]),
-                sa.not_(c.recurring),
-                sa.not_(key_is_held),
-            )
-            .values(
-                status=Status.QUEUED.value,
-                run_at=self.dialect.now(),
-                finished_at=None,
-                locked_by=None,
-                locked_until=None,
-            )
-        )
-
     def listen(self, on_enqueued: Callable[[set[str] | None], None], stop: Any) -> bool:
         """Call ``on_enqueued(queues or None)`` when tasks are enqueued, until ``stop`` is set.
 
@@ -517,64 +297,6 @@ class Store:
         does it, reconnecting by itself; elsewhere this returns False and workers poll.
         """
         return self.dialect.listen(self.engine, on_enqueued, stop)
-
-    # --- the live-worker registry -----------------------------------------------------
-
-    def register_worker(
-        self, worker_id: str, *, host: str, pid: int, queues: Sequence[str] | None, concurrency: int
-    ) -> None:
-        """Record a starting worker (replacing a stale row of the same id)."""
-        check_key("worker_id", worker_id, required=True)
-        now = self.dialect.now()
-        with self.db.unit(atomic=True) as conn:
-            conn.execute(sa.delete(workers).where(workers.c.worker_id == worker_id))
-            conn.execute(
-                sa.insert(workers).values(
-                    worker_id=worker_id, host=host[:255], pid=pid,
-                    queues=None if queues is None else list(queues), concurrency=concurrency,
-                    started_at=now, last_seen=now,
-                )
-            )  # fmt: skip
-
-    def touch_worker(self, worker_id: str) -> bool:
-        """Mark ``worker_id`` as seen now; False if it is not registered (any more)."""
-        stmt = (
-            sa.update(workers)
-            .where(workers.c.worker_id == worker_id)
-            .values(last_seen=self.dialect.now())
-        )
-        with self.db.unit() as conn:
-            return conn.execute(stmt).rowcount == 1
-
-    def unregister_worker(self, worker_id: str) -> None:
-        """Remove a stopping worker from the registry."""
-        with self.db.unit() as conn:
-            conn.execute(sa.delete(workers).where(workers.c.worker_id == worker_id))
-
-    def live_workers(self, *, stale_after: float = 60.0) -> list[LiveWorker]:
-        """Every registered worker, oldest first; ``alive`` if seen within ``stale_after`` s."""
-        check_seconds("stale_after", stale_after)
-        recent = workers.c.last_seen >= self.dialect.now_plus(-float(stale_after))
-        stmt = sa.select(workers, recent.label("alive")).order_by(workers.c.started_at)
-        with self.db.unit(read_only=True) as conn:
-            rows = conn.execute(stmt).all()
-        return [
-            LiveWorker(
-                worker_id=r.worker_id, host=r.host, pid=r.pid, queues=r.queues,
-                concurrency=r.concurrency, started_at=as_utc(r.started_at),  # type: ignore[arg-type]
-                last_seen=as_utc(r.last_seen), alive=bool(r.alive),  # type: ignore[arg-type]
-            )
-            for r in rows
-        ]  # fmt: skip
-
-    def forget_workers(self, older_than: float) -> int:
-        """Delete registry rows not seen for ``older_than`` seconds (crashed workers); how many."""
-        check_seconds("older_than", older_than)
-        stmt = sa.delete(workers).where(
-            workers.c.last_seen < self.dialect.now_plus(-float(older_than))
-        )
-        with self.db.unit() as conn:
-            return conn.execute(stmt).rowcount
 
     # --- maintenance ----------------------------------------------------------------
 
@@ -620,51 +342,6 @@ class Store:
         )
         rows = self.db.run(stmt, {"task_id": id}, fetch=True)
         return Task.from_values(self._read(rows[0])) if rows else None
-
-    def list_tasks(
-        self, *, status: Status | str | None = None, queue: str | None = None, limit: int = 50
-    ) -> list[Task]:
-        """The newest ``limit`` tasks, optionally of one status and one queue."""
-        check_int("limit", limit, minimum=0)
-        check_key("queue", queue)
-        params: dict[str, Any] = {"limit": limit}
-        if status is not None:
-            params["want_status"] = Status.parse(status).value
-        if queue is not None:
-            params["want_queue"] = queue
-        shape = (status is not None, queue is not None)
-        stmt = self.db.prepare(("list", *shape), lambda: self._list_statement(*shape))
-        rows = self.db.run(stmt, params, fetch=True)
-        return [Task.from_values(self._read(row)) for row in rows]
-
-    def _list_statement(self, by_status: bool, by_queue: bool) -> sa.Select[Any]:
-        stmt = sa.select(tasks).order_by(c.id.desc()).limit(sa.bindparam("limit", type_=sa.Integer))
-        if by_status:
-            stmt = stmt.where(c.status == sa.bindparam("want_status", type_=sa.String))
-        if by_queue:
-            stmt = stmt.where(c.queue_id == sa.bindparam("want_queue", type_=sa.String))
-        return stmt
-
-    def oldest_waiting(self) -> dict[str, float]:
-        """Per queue, how many seconds its longest-waiting due queued task has waited."""
-        now = self.dialect.now()
-        stmt = (
-            sa.select(c.queue_id, sa.func.min(c.run_at), now)
-            .where(status_is(Status.QUEUED), c.run_at <= now)
-            .group_by(c.queue_id)
-        )
-        with self.db.unit(read_only=True) as conn:
-            rows = conn.execute(stmt).all()
-        return {
-            queue: max((as_utc(at_now) - as_utc(oldest)).total_seconds(), 0.0)  # type: ignore[operator]
-            for queue, oldest, at_now in rows
-        }
-
-    def counts(self) -> dict[tuple[str, Status], int]:
-        """How many tasks each (queue, status) holds."""
-        stmt = sa.select(c.queue_id, c.status, sa.func.count()).group_by(c.queue_id, c.status)
-        with self.db.unit(read_only=True) as conn:
-            return {(q, Status(s)): n for q, s, n in conn.execute(stmt)}
 
 
 def _capture_options(

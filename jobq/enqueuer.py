@@ -1,0 +1,184 @@
+"""Enqueuer: adding tasks, one or in bulk, inside the caller's transaction if it asks.
+
+A part of Store (mixed in); it runs on the Store's database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from jobq.database import Database
+from jobq.dialects import Dialect
+from jobq.errors import InvalidOption
+from jobq.payload import check_args, encode_args, encode_args_array
+from jobq.prepared import Prepared
+from jobq.tasks import as_utc
+from jobq.validation import check_datetime, check_int, check_key, check_seconds
+
+# enqueue_many sends at most this many rows per statement.
+_BATCH = 5000
+
+
+class Enqueuer:
+    """enqueue and enqueue_many."""
+
+    db: Database
+    dialect: Dialect
+
+    def enqueue(
+        self,
+        name: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        queue: str = "default",
+        priority: int = 0,
+        run_at: datetime | None = None,
+        delay: float | None = None,
+        retries: int = 3,
+        timeout: float | None = None,
+        lease: float = 30,
+        unique_key: str | None = None,
+        lock_key: str | None = None,
+        connection: Connection | None = None,
+    ) -> int:
+        """Add one task and return its id; with ``unique_key``, the id of the task holding it.
+
+        Given ``connection``, the row is written in the caller's transaction and commits or
+        rolls back with it.
+        """
+        checked = check_args(name, args)
+        encode_args(name, checked)
+        timing, params = self._new_row(
+            name, queue, priority, run_at, delay, retries, timeout, lease, unique_key, lock_key
+        )
+        params["new_args"] = checked
+        if unique_key is None:
+            insert = self.db.prepare(
+                ("insert", timing), lambda: self.dialect.insert_statement(timing)
+            )
+            return int(self.db.run(insert, params, connection=connection, fetch=True)[0][0])
+        with self.db.unit(connection) as conn:
+            # Insert-or-find, repeated in case the holder finishes between the two.
+            for _ in range(100):
+                task_id = self.dialect.insert_unique(conn, timing, params)
+                if task_id is None:
+                    task_id = self.dialect.holder_of(conn, unique_key)
+                if task_id is not None:
+                    return task_id
+            raise RuntimeError(f"unique_key {unique_key!r} kept changing hands; try again")
+
+    def enqueue_many(
+        self,
+        name: str,
+        args_list: Iterable[Mapping[str, Any] | None],
+        *,
+        queue: str = "default",
+        priority: int = 0,
+        run_at: datetime | None = None,
+        delay: float | None = None,
+        retries: int = 3,
+        timeout: float | None = None,
+        lease: float = 30,
+        unique_key: str | None = None,
+        lock_key: str | None = None,
+        connection: Connection | None = None,
+    ) -> list[int]:
+        """Add one task per entry of ``args_list`` sharing the options; their ids, in order.
+
+        Rows travel in one statement per batch of 5,000. With ``unique_key``, all entries
+        name the same task, so every id returned is that one task's.
+        """
+        args_list = list(args_list)
+        batches = [
+            encode_args_array(name, args_list[start : start + _BATCH])
+            for start in range(0, len(args_list), _BATCH)
+        ]
+        options = dict(
+            queue=queue, priority=priority, run_at=run_at, delay=delay, retries=retries,
+            timeout=timeout, lease=lease, lock_key=lock_key, connection=connection,
+        )  # fmt: skip
+        if not args_list:
+            return []
+        if unique_key is not None:
+            task_id = self.enqueue(name, args_list[0], unique_key=unique_key, **options)  # type: ignore[arg-type]
+            return [task_id] * len(args_list)
+        timing, params = self._new_row(
+            name, queue, priority, run_at, delay, retries, timeout, lease, None, lock_key
+        )
+        insert = self.db.prepare(
+            ("insert many", timing), lambda: self.dialect.insert_many_statement(timing)
+        )
+        if len(batches) == 1 and connection is None:
+            return self._insert_batch(insert, params, batches[0])
+        with self.db.unit(connection, atomic=True) as conn:
+            return [
+                task_id
+                for batch in batches
+                for task_id in self._insert_batch(insert, params, batch, conn)
+            ]
+
+    def _insert_batch(
+        self,
+        insert: Prepared,
+        params: dict[str, Any],
+        args_array: str,
+        connection: Connection | None = None,
+    ) -> list[int]:
+        rows = self.db.run(
+            insert, {**params, "args_array": args_array}, connection=connection, fetch=True
+        )
+        # Ids are assigned in array order, so sorting them restores argument order.
+        return sorted(row[0] for row in rows)
+
+    def _new_row(
+        self,
+        name: str,
+        queue: str,
+        priority: int,
+        run_at: datetime | None,
+        delay: float | None,
+        retries: int,
+        timeout: float | None,
+        lease: float,
+        unique_key: str | None,
+        lock_key: str | None,
+    ) -> tuple[str, dict[str, Any]]:
+        """Validate a new task's options: its run_at timing and its ``new_*`` parameters.
+
+        The timing is 'at' (``new_run_at``), 'delay' (``new_delay`` seconds from the
+        database's now) or 'now'; see Dialect.new_row_values.
+        """
+        check_key("name", name, required=True)
+        check_key("queue", queue, required=True)
+        check_key("unique_key", unique_key)
+        check_key("lock_key", lock_key)
+        check_int("priority", priority)
+        check_int("retries", retries, minimum=0)
+        check_seconds("lease", lease, positive=True)
+        if timeout is not None:
+            check_seconds("timeout", timeout, positive=True)
+        params: dict[str, Any] = {
+            "new_name": name,
+            "new_queue_id": queue,
+            "new_priority": priority,
+            "new_retries_left": retries,
+            "new_lease": float(lease),
+            "new_timeout": None if timeout is None else float(timeout),
+            "new_unique_key": unique_key,
+            "new_lock_key": lock_key,
+        }
+        if run_at is not None and delay is not None:
+            raise InvalidOption(option="run_at", reason="give run_at or delay, not both")
+        if run_at is not None:
+            check_datetime("run_at", run_at)
+            params["new_run_at"] = as_utc(run_at)
+            return "at", params
+        if delay is not None:
+            check_seconds("delay", delay)
+            params["new_delay"] = float(delay)
+            return "delay", params
+        return "now", params

@@ -1,0 +1,137 @@
+"""TaskAdmin: what an operator does to tasks by hand: list, count, retry, cancel.
+
+A part of Store (mixed in); it runs on the Store's database.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from jobq.database import Database
+from jobq.dialects import Dialect
+from jobq.schema import status_is, tasks
+from jobq.tasks import Status, Task, as_utc
+from jobq.validation import check_int, check_key
+
+c = tasks.c
+
+
+class TaskAdmin:
+    """Listing, counting, retrying and cancelling tasks."""
+
+    db: Database
+    dialect: Dialect
+    _read: Any
+
+    def cancel(self, id: int) -> bool:
+        """Cancel task ``id`` if it is waiting (queued, or failed with retries left)."""
+        check_int("id", id)
+        stmt = (
+            sa.update(tasks)
+            .where(
+                c.id == id,
+                sa.or_(
+                    c.status == Status.QUEUED.value,
+                    sa.and_(c.status == Status.FAILED.value, c.retries_left > 0),
+                ),
+                sa.not_(c.recurring),
+            )
+            .values(status=Status.CANCELLED.value, finished_at=self.dialect.now())
+        )
+        with self.db.unit() as conn:
+            return conn.execute(stmt).rowcount == 1
+
+    def retry(self, id: int) -> bool:
+        """Queue task ``id`` again now if it failed or was cancelled; False otherwise.
+
+        A terminal failure gets one more attempt (its retries_left stays 0). A task whose
+        unique_key another pending task holds now stays as it is.
+        """
+        check_int("id", id)
+        with self.db.unit() as conn:
+            return conn.execute(self._retry_statement(c.id == id)).rowcount == 1
+
+    def retry_failed(self, queue: str | None = None) -> int:
+        """Queue every terminally failed task (of ``queue``) again now; how many."""
+        check_key("queue", queue)
+        which = sa.and_(status_is(Status.FAILED), c.retries_left == 0)
+        if queue is not None:
+            which = sa.and_(which, c.queue_id == queue)
+        with self.db.unit() as conn:
+            return conn.execute(self._retry_statement(which)).rowcount
+
+    def _retry_statement(self, which: sa.ColumnElement[bool]) -> sa.Update:
+        holder = tasks.alias("holder")
+        key_is_held = (
+            sa.select(holder.c.id)
+            .where(
+                holder.c.unique_key == c.unique_key,
+                holder.c.id != c.id,
+                holder.c.status.in_([Status.QUEUED.value, Status.IN_PROGRESS.value])
+                | ((holder.c.status == Status.FAILED.value) & (holder.c.retries_left > 0)),
+            )
+            .exists()
+        )
+        return (
+            sa.update(tasks)
+            .where(
+                which,
+                c.status.in_([Status.FAILED.value, Status.CANCELLED.value]),
+                sa.not_(c.recurring),
+                sa.not_(key_is_held),
+            )
+            .values(
+                status=Status.QUEUED.value,
+                run_at=self.dialect.now(),
+                finished_at=None,
+                locked_by=None,
+                locked_until=None,
+            )
+        )
+
+    def list_tasks(
+        self, *, status: Status | str | None = None, queue: str | None = None, limit: int = 50
+    ) -> list[Task]:
+        """The newest ``limit`` tasks, optionally of one status and one queue."""
+        check_int("limit", limit, minimum=0)
+        check_key("queue", queue)
+        params: dict[str, Any] = {"limit": limit}
+        if status is not None:
+            params["want_status"] = Status.parse(status).value
+        if queue is not None:
+            params["want_queue"] = queue
+        shape = (status is not None, queue is not None)
+        stmt = self.db.prepare(("list", *shape), lambda: self._list_statement(*shape))
+        rows = self.db.run(stmt, params, fetch=True)
+        return [Task.from_values(self._read(row)) for row in rows]
+
+    def _list_statement(self, by_status: bool, by_queue: bool) -> sa.Select[Any]:
+        stmt = sa.select(tasks).order_by(c.id.desc()).limit(sa.bindparam("limit", type_=sa.Integer))
+        if by_status:
+            stmt = stmt.where(c.status == sa.bindparam("want_status", type_=sa.String))
+        if by_queue:
+            stmt = stmt.where(c.queue_id == sa.bindparam("want_queue", type_=sa.String))
+        return stmt
+
+    def oldest_waiting(self) -> dict[str, float]:
+        """Per queue, how many seconds its longest-waiting due queued task has waited."""
+        now = self.dialect.now()
+        stmt = (
+            sa.select(c.queue_id, sa.func.min(c.run_at), now)
+            .where(status_is(Status.QUEUED), c.run_at <= now)
+            .group_by(c.queue_id)
+        )
+        with self.db.unit(read_only=True) as conn:
+            rows = conn.execute(stmt).all()
+        return {
+            queue: max((as_utc(at_now) - as_utc(oldest)).total_seconds(), 0.0)  # type: ignore[operator]
+            for queue, oldest, at_now in rows
+        }
+
+    def counts(self) -> dict[tuple[str, Status], int]:
+        """How many tasks each (queue, status) holds."""
+        stmt = sa.select(c.queue_id, c.status, sa.func.count()).group_by(c.queue_id, c.status)
+        with self.db.unit(read_only=True) as conn:
+            return {(q, Status(s)): n for q, s, n in conn.execute(stmt)}

@@ -1,0 +1,80 @@
+"""WorkerRegistry: the jobq_workers rows that say which workers are alive, for `jobq status`.
+
+A part of Store (mixed in); it runs on the Store's database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+
+from jobq.database import Database
+from jobq.dialects import Dialect
+from jobq.live_workers import LiveWorker
+from jobq.schema import workers
+from jobq.tasks import as_utc
+from jobq.validation import check_key, check_seconds
+
+
+class WorkerRegistry:
+    """Workers register when they start, touch their row as they run, and leave."""
+
+    db: Database
+    dialect: Dialect
+
+    def register_worker(
+        self, worker_id: str, *, host: str, pid: int, queues: Sequence[str] | None, concurrency: int
+    ) -> None:
+        """Record a starting worker (replacing a stale row of the same id)."""
+        check_key("worker_id", worker_id, required=True)
+        now = self.dialect.now()
+        with self.db.unit(atomic=True) as conn:
+            conn.execute(sa.delete(workers).where(workers.c.worker_id == worker_id))
+            conn.execute(
+                sa.insert(workers).values(
+                    worker_id=worker_id, host=host[:255], pid=pid,
+                    queues=None if queues is None else list(queues), concurrency=concurrency,
+                    started_at=now, last_seen=now,
+                )
+            )  # fmt: skip
+
+    def touch_worker(self, worker_id: str) -> bool:
+        """Mark ``worker_id`` as seen now; False if it is not registered (any more)."""
+        stmt = (
+            sa.update(workers)
+            .where(workers.c.worker_id == worker_id)
+            .values(last_seen=self.dialect.now())
+        )
+        with self.db.unit() as conn:
+            return conn.execute(stmt).rowcount == 1
+
+    def unregister_worker(self, worker_id: str) -> None:
+        """Remove a stopping worker from the registry."""
+        with self.db.unit() as conn:
+            conn.execute(sa.delete(workers).where(workers.c.worker_id == worker_id))
+
+    def live_workers(self, *, stale_after: float = 60.0) -> list[LiveWorker]:
+        """Every registered worker, oldest first; ``alive`` if seen within ``stale_after`` s."""
+        check_seconds("stale_after", stale_after)
+        recent = workers.c.last_seen >= self.dialect.now_plus(-float(stale_after))
+        stmt = sa.select(workers, recent.label("alive")).order_by(workers.c.started_at)
+        with self.db.unit(read_only=True) as conn:
+            rows = conn.execute(stmt).all()
+        return [
+            LiveWorker(
+                worker_id=r.worker_id, host=r.host, pid=r.pid, queues=r.queues,
+                concurrency=r.concurrency, started_at=as_utc(r.started_at),  # type: ignore[arg-type]
+                last_seen=as_utc(r.last_seen), alive=bool(r.alive),  # type: ignore[arg-type]
+            )
+            for r in rows
+        ]  # fmt: skip
+
+    def forget_workers(self, older_than: float) -> int:
+        """Delete registry rows not seen for ``older_than`` seconds (crashed workers); how many."""
+        check_seconds("older_than", older_than)
+        stmt = sa.delete(workers).where(
+            workers.c.last_seen < self.dialect.now_plus(-float(older_than))
+        )
+        with self.db.unit() as conn:
+            return conn.execute(stmt).rowcount
