@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobq.errors import InvalidOption
+from jobq.errors import InvalidOption, InvalidTaskArguments
 from jobq.payload import check_args, encode_args
 from jobq.retry import Backoff, ExponentialBackoff
 from jobq.validation import check_int, check_key, check_seconds
@@ -79,14 +79,14 @@ class TaskDefinition:
     def check_arguments(self, kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
         """``kwargs`` checked against the signature and for JSON, before anything is written.
 
-        Raises TypeError (a missing or unexpected argument) or InvalidTaskArguments (a value
-        that is not JSON), naming the task and the argument.
+        Raises InvalidTaskArguments (a TypeError) for a missing or unexpected argument or a
+        value that is not JSON, naming the task and the argument.
         """
         arguments = check_args(self.name, kwargs)
         try:
             self.signature.bind(**arguments)
         except TypeError as error:
-            raise TypeError(f"task {self.name!r}: {error}") from None
+            raise InvalidTaskArguments(f"task {self.name!r}: {error}") from None
         encode_args(self.name, arguments)
         return arguments
 
@@ -154,7 +154,7 @@ def _format(
     try:
         key = template.format_map(arguments)
     except KeyError as error:
-        raise TypeError(
+        raise InvalidTaskArguments(
             f"task {task!r}: {option} template {template!r} needs argument {error.args[0]!r}"
         ) from None
     check_key(option, key, required=True)

@@ -135,9 +135,6 @@ def _enqueue_with_app(
             app.store = Store(database_url)
         try:
             task_id = app.enqueue(name, kwargs, queue=queue, delay=delay, priority=priority)
-        except TypeError as error:  # a missing or unexpected argument
-            click.echo(f"error: {error}", err=True)
-            sys.exit(1)
         finally:
             app.store.dispose()
     click.echo(task_id)
