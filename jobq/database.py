@@ -76,6 +76,17 @@ class Database:
         """The Prepared form of the statement ``build()`` makes, built once per ``key``."""
         return self.dialect.memo(("prepared", key), lambda: Prepared(build(), self.engine.dialect))
 
+    def prepare_optional(
+        self, key: Any, build: Callable[[], sa.Executable | None]
+    ) -> Prepared | None:
+        """prepare() for a statement the dialect may not have (``build()`` gives None)."""
+
+        def prepared() -> Prepared | None:
+            stmt = build()
+            return None if stmt is None else Prepared(stmt, self.engine.dialect)
+
+        return self.dialect.memo(("prepared", key), prepared)
+
     def run(
         self,
         prepared: Prepared,

@@ -54,7 +54,19 @@ def encode_args_array(task: str, args_list: Sequence[Mapping[str, Any] | None]) 
 
 def check_result(result: Any) -> None:
     """Raise InvalidOption unless ``result`` can be stored as JSON."""
+    encode_result(result)
+
+
+def encode_result(result: Any) -> str | None:
+    """``result`` as JSON text (None stays None, stored as SQL NULL), or InvalidOption."""
+    if result is None:
+        return None
     try:
-        _ENCODER.encode(result)
+        return _ENCODER.encode(result)
     except _NOT_JSON as error:
         raise InvalidOption(option="result", reason=f"not JSON-serialisable: {error}") from None
+
+
+def encode_records(records: Sequence[Mapping[str, Any]]) -> str:
+    """A JSON array of ``records`` whose values are JSON already (checked by the caller)."""
+    return _ENCODER.encode(records)

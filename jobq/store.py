@@ -17,17 +17,15 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from jobq import migrations
+from jobq import run_end
 from jobq.database import Database
 from jobq.enqueuer import Enqueuer
-from jobq.errors import InvalidOption
-from jobq.payload import check_result
 from jobq.prepared import Prepared
 from jobq.retry import Backoff, ExponentialBackoff
-from jobq.schema import HAS_RETRIES, status_is, tasks
+from jobq.schema import status_is, tasks
 from jobq.task_admin import TaskAdmin
-from jobq.tasks import Completion, Status, Task, as_utc
-from jobq.validation import check_datetime, check_int, check_key, check_seconds, queue_list
+from jobq.tasks import Completion, Status, Task
+from jobq.validation import check_int, check_key, check_seconds, queue_list
 from jobq.worker_registry import WorkerRegistry
 
 c = tasks.c
@@ -59,6 +57,8 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry):
 
     def migrate(self) -> None:
         """Create or upgrade jobq's tables to the newest revision (Alembic upgrade head)."""
+        from jobq import migrations  # Alembic takes 60 ms to import; only this needs it
+
         with self.db.unit(atomic=True) as conn:
             migrations.upgrade(conn)
 
@@ -92,12 +92,12 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry):
             return []
         shape = (None if names is None else len(names), lease is None)
         stmt = self.db.prepare(("capture", *shape), lambda: self.dialect.capture_statement(*shape))
-        params: dict[str, Any] = {"limit": limit, "worker_id": worker_id}
-        if names is not None:
-            params.update({f"queue_{i}": name for i, name in enumerate(names)})
-        if lease is not None:
-            params["lease_seconds"] = float(lease)
+        params = _capture_parameters(limit, names, worker_id, lease)
         rows = self.db.run(stmt, params, connection=connection, fetch=True)
+        return self._captured(rows)
+
+    def _captured(self, rows: Iterable[Sequence[Any]]) -> list[Task]:
+        """Tasks from captured rows, in capture order."""
         captured = [Task.from_values(self._read(row)) for row in rows]
         captured.sort(key=lambda t: (-t.priority, t.run_at, t.id))
         return captured
@@ -124,19 +124,23 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry):
           without spending a retry.
         - cancelled: terminal.
         """
-        shape, params = self._end_of_run(id, attempt, status, result, error, run_at, retry_delay)
-        return self.db.run(self._set_status_prepared(shape), params, connection=connection) == 1
+        shape, params = run_end.set_status_parameters(
+            id, attempt, status, result=result, error=error, run_at=run_at,
+            retry_delay=retry_delay, backoff=self.backoff,
+        )  # fmt: skip
+        stmt = self.db.prepare(
+            ("set_status", *shape), lambda: run_end.set_status_statement(self.dialect, *shape)
+        )
+        return self.db.run(stmt, params, connection=connection) == 1
 
     def set_statuses(self, completions: Sequence[Completion]) -> int:
-        """Record many ends of runs in one transaction, each fenced as set_status is.
+        """Record many ends of runs in one statement, each fenced as set_status is.
 
-        Runs of the same outcome go in one batched statement. Returns how many applied;
-        the others were stale.
+        Returns how many applied; the others were stale.
         """
         if not completions:
             return 0
-        with self.db.unit(atomic=True) as conn:
-            return self._record(conn, completions)
+        return self.db.run(self._record_prepared(), self._record_parameters(completions))
 
     def complete_and_capture(
         self,
@@ -150,106 +154,36 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry):
         """set_statuses(completions), then capture(limit, ...), in one transaction.
 
         A worker that finishes and takes tasks in one commit pays one disk flush, not two.
+        Where the dialect runs both as one statement, the capture does not see the runs it
+        records come back (a failure due for retry at once waits for the next capture).
         Returns how many completions applied, and the captured tasks.
         """
         names = _capture_options(limit, queues, worker_id, lease)
+        if not completions:
+            return 0, self._capture(None, limit, names, worker_id, lease)
+        params = self._record_parameters(completions)
+        shape = (None if names is None else len(names), lease is None)
+        together = self.db.prepare_optional(
+            ("complete and capture", *shape),
+            lambda: self.dialect.complete_and_capture_statement(
+                run_end.record_statement(self.dialect), *shape
+            ),
+        )
+        if together is not None:
+            params.update(_capture_parameters(limit, names, worker_id, lease))
+            rows = self.db.run(together, params, fetch=True)
+            return rows[0][0], self._captured(row[1:] for row in rows if row[1] is not None)
         with self.db.unit(atomic=True) as conn:
-            applied = self._record(conn, completions)
+            record = self._record_prepared()
+            applied = conn.exec_driver_sql(record.sql, record.parameters(params)).rowcount
             captured = self._capture(conn, limit, names, worker_id, lease)
         return applied, captured
 
-    def _record(self, conn: Connection, completions: Sequence[Completion]) -> int:
-        """Write completions on ``conn``, one batched statement per outcome shape."""
-        groups: dict[tuple[Status, str], list[dict[str, Any]]] = {}
-        for done in completions:
-            shape, params = self._end_of_run(
-                done.id, done.attempt, done.status, done.result, done.error, None,
-                done.retry_delay,
-            )  # fmt: skip
-            groups.setdefault(shape, []).append(params)
-        applied = 0
-        for shape, group in groups.items():
-            prepared = self._set_status_prepared(shape)
-            result = conn.exec_driver_sql(
-                prepared.sql, [prepared.parameters(params) for params in group]
-            )
-            applied += result.rowcount
-        return applied
+    def _record_prepared(self) -> Prepared:
+        return self.db.prepare("record", lambda: run_end.record_statement(self.dialect))
 
-    def _end_of_run(
-        self,
-        id: int,
-        attempt: int,
-        status: Status | str,
-        result: Any,
-        error: str | None,
-        run_at: datetime | None,
-        retry_delay: float | None,
-    ) -> tuple[tuple[Status, str], dict[str, Any]]:
-        """Check an end of run; the shape of its statement and its parameters."""
-        status = Status.parse(status)
-        check_int("id", id)
-        check_int("attempt", attempt, minimum=1)
-        if status is Status.IN_PROGRESS:
-            raise InvalidOption(option="status", reason="only capture moves a task to in_progress")
-        if run_at is not None and retry_delay is not None:
-            raise InvalidOption(option="run_at", reason="give run_at or retry_delay, not both")
-        if retry_delay is not None:
-            check_seconds("retry_delay", retry_delay)
-        if run_at is not None:
-            check_datetime("run_at", run_at)
-        if error is not None and not isinstance(error, str):
-            raise InvalidOption(option="error", reason=f"{error!r} is not a string")
-        if result is not None:
-            check_result(result)
-        params: dict[str, Any] = {
-            "task_id": id, "run_attempt": attempt, "new_result": result, "new_error": error,
-        }  # fmt: skip
-        if run_at is not None:
-            params["next_run_at"] = as_utc(run_at)
-            return (status, "at"), params
-        if retry_delay is None:
-            retry_delay = self.backoff.delay(attempt) if status is Status.FAILED else 0.0
-        params["delay"] = float(retry_delay)
-        return (status, "delay"), params
-
-    def _set_status_prepared(self, shape: tuple[Status, str]) -> Prepared:
-        return self.db.prepare(("set_status", *shape), lambda: self._set_status_statement(*shape))
-
-    def _set_status_statement(self, status: Status, timing: str) -> sa.Update:
-        """The fenced UPDATE ending a run with ``status``; the next run_at is ``timing``:
-        'at' (parameter ``next_run_at``) or 'delay' (parameter ``delay``, on the database clock).
-        """
-        now = self.dialect.now()
-        if timing == "at":
-            next_run: Any = sa.bindparam("next_run_at", type_=c.run_at.type)
-        else:
-            next_run = self.dialect.now_plus(sa.bindparam("delay", type_=sa.Float))
-        error = sa.bindparam("new_error", type_=c.error.type)
-        values: dict[str, Any] = {"status": status.value, "locked_by": None, "locked_until": None}
-        if status is Status.DONE:
-            values.update(
-                result=sa.bindparam("new_result", type_=c.result.type), error=None, finished_at=now
-            )
-        elif status is Status.FAILED:
-            values.update(
-                error=error,
-                run_at=sa.case((HAS_RETRIES, next_run), else_=c.run_at),
-                finished_at=sa.case((HAS_RETRIES, sa.null()), else_=now),
-            )
-        elif status is Status.QUEUED:
-            values.update(run_at=next_run)
-        else:  # cancelled
-            values.update(error=error, finished_at=now)
-        return (
-            sa.update(tasks)
-            .where(
-                c.id == sa.bindparam("task_id"),
-                status_is(Status.IN_PROGRESS),
-                c.attempt == sa.bindparam("run_attempt"),
-            )
-            .values(**values)
-        )
+    def _record_parameters(self, completions: Sequence[Completion]) -> dict[str, Any]:
+        return {"completions": run_end.encode_completions(completions, self.backoff)}
 
     def heartbeat(
         self, worker_id: str, owned: Iterable[tuple[int, int]], lease: float | None = None
@@ -353,3 +287,14 @@ def _capture_options(
     if lease is not None:
         check_seconds("lease", lease, positive=True)
     return queue_list(queues)
+
+
+def _capture_parameters(
+    limit: int, names: list[str] | None, worker_id: str, lease: float | None
+) -> dict[str, Any]:
+    params: dict[str, Any] = {"limit": limit, "worker_id": worker_id}
+    if names is not None:
+        params.update({f"queue_{i}": name for i, name in enumerate(names)})
+    if lease is not None:
+        params["lease_seconds"] = float(lease)
+    return params

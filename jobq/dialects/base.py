@@ -76,10 +76,11 @@ class Dialect:
         Statements are built once per shape with bind parameters, so SQLAlchemy neither
         rebuilds them nor recomputes their cache keys on every call.
         """
-        stmt = self._statements.get(key)
-        if stmt is None:
+        try:
+            return self._statements[key]
+        except KeyError:
             stmt = self._statements[key] = build()
-        return stmt
+            return stmt
 
     # --- engine ---------------------------------------------------------------------
 
@@ -196,6 +197,24 @@ class Dialect:
         """The elements of a JSON array parameter as rows: (element, position) columns."""
         raise NotImplementedError
 
+    def json_records(
+        self, array: sa.BindParameter[str], fields: Sequence[tuple[str, Any]]
+    ) -> sa.FromClause:
+        """The objects of a JSON array parameter as rows, one typed column per (name, type).
+
+        Set-based writes read their batch this way: one statement and one parameter,
+        whatever the batch size.
+        """
+        raise NotImplementedError
+
+    def id_among(self, ids: sa.Select[Any]) -> sa.ColumnElement[bool]:
+        """Task id is one of ``ids`` (a one-column SELECT), looked up by primary key."""
+        return c.id.in_(ids)
+
+    def json_from_text(self, text: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+        """``text``, a JSON document as a string, as a value for a JSON column."""
+        return text
+
     #: The dialect's INSERT with ON CONFLICT support (PostgreSQL's and SQLite's share a
     #: signature); a dialect without one overrides insert_unique instead.
     upsert_insert: ClassVar[Any] = None
@@ -240,6 +259,17 @@ class Dialect:
         ``lease_seconds`` unless ``row_lease``.
         """
         raise NotImplementedError
+
+    def complete_and_capture_statement(
+        self, record: sa.Update, queue_count: int | None, row_lease: bool
+    ) -> sa.Executable | None:
+        """``record`` (run_end.record_statement) and a capture as one statement, or None.
+
+        Its rows: the number of ends that applied, then a captured task's columns (all
+        NULL when it captured nothing). Parameters: those of both statements. None where
+        the database cannot; the Store then runs the two in one transaction.
+        """
+        return None
 
     def update_returning_ids(
         self, conn: Connection, stmt: sa.Update, params: dict[str, Any]

@@ -61,25 +61,67 @@ class PostgresDialect(Dialect):
         )
         return rows.c.value, rows.c.position
 
+    def json_records(
+        self, array: sa.BindParameter[str], fields: Sequence[tuple[str, Any]]
+    ) -> sa.FromClause:
+        columns = [sa.column(name, type_) for name, type_ in fields]
+        return (
+            sa.func.json_to_recordset(sa.cast(array, pg.JSON))
+            .table_valued(*columns, name="record")
+            .render_derived(with_types=True)
+        )
+
+    def id_among(self, ids: sa.Select[Any]) -> sa.ColumnElement[bool]:
+        # IN (SELECT ...) may become a join that, misjudging the table's statistics, hashes
+        # a scan of many rows; ANY(ARRAY(...)) is always a primary-key index scan.
+        return c.id == sa.any_(sa.func.array(ids.scalar_subquery()))
+
+    def json_from_text(self, text: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+        return sa.cast(text, pg.JSON)
+
     def capture_statement(self, queue_count: int | None, row_lease: bool) -> sa.Executable:
+        return self._capture_update(queue_count, row_lease).returning(*tasks.c)
+
+    def _capture_update(
+        self,
+        queue_count: int | None,
+        row_lease: bool,
+        skip: sa.ColumnElement[bool] | None = None,
+    ) -> sa.Update:
+        """capture_statement without its RETURNING; ``skip`` excludes more rows."""
         now = self.now()
+        ids = self.capturable_ids(now, queue_count)
+        if skip is not None:
+            ids = ids.where(sa.not_(skip))
         # A CTE, so the planner cannot re-run the LIMIT subquery per row and claim more
         # than ``limit``; SKIP LOCKED lets concurrent captures pass each other.
-        picked = (
-            self.capturable_ids(now, queue_count).with_for_update(skip_locked=True).cte("picked")
-        )
+        picked = ids.with_for_update(skip_locked=True).cte("picked")
         # id = ANY(ARRAY(...)) rather than UPDATE ... FROM picked: once the statement is
         # prepared, a generic plan cannot see the LIMIT, guesses hundreds of rows and
         # hash-joins them against a sequential scan of the whole table. ANY(ARRAY) is
         # always a primary-key index scan.
         picked_ids = sa.func.array(sa.select(picked.c.id).scalar_subquery())
-        stmt = (
+        return (
             sa.update(tasks)
             .where(c.id == sa.any_(picked_ids))
             .values(**self.capture_values(row_lease=row_lease, now=now))
-            .returning(*tasks.c)
         )
-        return stmt
+
+    def complete_and_capture_statement(
+        self, record: sa.Update, queue_count: int | None, row_lease: bool
+    ) -> sa.Executable:
+        # Both writes in one statement: one round trip and one commit per worker turn.
+        recorded = record.returning(c.id).cte("recorded")
+        # A run recorded here may also look capturable (its lease expired, unrescued);
+        # one statement must not update a row twice, so the capture leaves it alone.
+        skip = c.id.in_(sa.select(recorded.c.id))
+        captured = self._capture_update(queue_count, row_lease, skip)
+        captured_rows = captured.returning(*tasks.c).cte("captured")
+        applied = sa.select(sa.func.count()).select_from(recorded).scalar_subquery()
+        one = sa.select(sa.literal(1).label("one")).subquery("one")
+        return sa.select(applied.label("applied"), *captured_rows.c).select_from(
+            one.outerjoin(captured_rows, sa.true())
+        )
 
     def listen(
         self, engine: Engine, on_enqueued: Callable[[set[str] | None], None], stop: Any

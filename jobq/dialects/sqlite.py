@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -76,6 +77,16 @@ class SQLiteDialect(Dialect):
     ) -> tuple[sa.ColumnElement[Any], sa.ColumnElement[Any]]:
         rows = sa.func.json_each(array).table_valued("key", "value")
         return rows.c.value, rows.c.key
+
+    def json_records(
+        self, array: sa.BindParameter[str], fields: Sequence[tuple[str, Any]]
+    ) -> sa.FromClause:
+        each = sa.func.json_each(array).table_valued("value")
+        columns = [
+            sa.func.json_extract(each.c.value, f"$.{name}", type_=type_).label(name)
+            for name, type_ in fields
+        ]
+        return sa.select(*columns).select_from(each).subquery("record")
 
     def capture_statement(self, queue_count: int | None, row_lease: bool) -> sa.Executable:
         # The engine's BEGIN IMMEDIATE already serialises writers, so one UPDATE with a

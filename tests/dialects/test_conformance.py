@@ -597,6 +597,94 @@ def test_set_statuses_records_many_ends_in_one_call_fenced(store: jobq.Store) ->
     assert store.set_statuses([]) == 0
 
 
+# Every kind of end, and every kind of JSON result, for the batch-versus-one-by-one test.
+ENDS: list[tuple[Status, dict[str, object]]] = [
+    (Status.DONE, {"result": {"n": [1, "two", None]}}),
+    (Status.DONE, {"result": 0}),
+    (Status.DONE, {"result": "0"}),
+    (Status.DONE, {"result": ""}),
+    (Status.DONE, {"result": [1.5, True]}),
+    (Status.DONE, {"result": None}),
+    (Status.DONE, {"result": "ünïcode ' \" \\ \n"}),
+    (Status.FAILED, {"error": "boom", "retry_delay": 3600}),  # retries left: waits
+    (Status.FAILED, {"error": "boom"}),  # retries left: the Store's backoff
+    (Status.QUEUED, {"retry_delay": 0}),
+    (Status.QUEUED, {}),
+    (Status.CANCELLED, {"error": "stop"}),
+]
+
+
+@pytest.mark.parametrize("retries", [0, 2])
+def test_set_statuses_writes_what_set_status_writes(store: jobq.Store, retries: int) -> None:
+    """The set-based batch and one fenced UPDATE per end leave the same rows behind."""
+    n = len(ENDS)
+    store.enqueue_many("t", [{"i": i} for i in range(2 * n)], retries=retries)
+    runs = sorted(store.capture(2 * n, worker_id="w"), key=lambda t: t.id)
+    one_by_one, batched = runs[:n], runs[n:]
+    for run, (status, parts) in zip(one_by_one, ENDS, strict=True):
+        assert store.set_status(run.id, run.attempt, status, **parts)  # type: ignore[arg-type]
+    completions = [
+        Completion(run.id, run.attempt, status, **parts)  # type: ignore[arg-type]
+        for run, (status, parts) in zip(batched, ENDS, strict=True)
+    ]
+    assert store.set_statuses(completions) == n
+    assert store.set_statuses(completions) == 0  # all stale now
+
+    def comparable(row: dict[str, object]) -> dict[str, object]:
+        # Clock columns differ by the microseconds between the two writes.
+        clock = ("id", "args", "created_at", "started_at", "finished_at", "run_at")
+        kept = {k: v for k, v in row.items() if k not in clock}
+        kept["finished"] = row["finished_at"] is not None
+        waited = row["run_at"] - row["started_at"]  # type: ignore[operator]
+        kept["waits"] = "an hour" if waited > timedelta(minutes=59) else waited > timedelta(0)
+        return kept
+
+    rows = all_rows(store)
+    assert [comparable(r) for r in rows[:n]] == [comparable(r) for r in rows[n:]]
+
+
+def test_set_statuses_takes_the_first_of_two_ends_of_one_run(store: jobq.Store) -> None:
+    run = store.enqueue("t", {}) and capture_one(store)
+    ends = [
+        Completion(run.id, run.attempt, Status.DONE, result=1),
+        Completion(run.id, run.attempt, Status.CANCELLED, error="late"),
+    ]
+    assert store.set_statuses(ends) == 1
+    task = store.get(run.id)
+    assert task is not None and (task.status, task.result) == (Status.DONE, 1)
+
+
+def test_set_statuses_checks_every_end_before_writing(store: jobq.Store) -> None:
+    store.enqueue_many("t", [{}, {}])
+    good, bad = store.capture(2, worker_id="w")
+    with pytest.raises(jobq.InvalidOption, match="result"):
+        store.set_statuses(
+            [
+                Completion(good.id, good.attempt, Status.DONE),
+                Completion(bad.id, bad.attempt, Status.DONE, result={1, 2}),
+            ]
+        )
+    with pytest.raises(jobq.InvalidOption, match="status"):
+        store.set_statuses([Completion(good.id, good.attempt, Status.IN_PROGRESS)])
+    assert {t.status for t in (store.get(good.id), store.get(bad.id)) if t} == {Status.IN_PROGRESS}
+
+
+def test_complete_and_capture_never_recaptures_the_run_it_records(store: jobq.Store) -> None:
+    """A run whose lease expired unrescued is both recordable and capturable: it ends."""
+    store.enqueue("t", {}, retries=3)
+    run = capture_one(store)
+    expire_lease(store, run.id)
+    applied, captured = store.complete_and_capture(
+        [Completion(run.id, run.attempt, Status.DONE, result="ok")], 5, worker_id="w2"
+    )
+    assert (applied, captured) == (1, [])
+    task = store.get(run.id)
+    assert task is not None
+    assert (task.status, task.result, task.attempt, task.locked_by) == (
+        Status.DONE, "ok", run.attempt, None,
+    )  # fmt: skip
+
+
 def test_complete_and_capture_records_then_captures_in_one_go(store: jobq.Store) -> None:
     store.enqueue_many("t", [{"i": i} for i in range(4)])
     first = store.capture(2, worker_id="w")

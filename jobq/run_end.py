@@ -1,0 +1,216 @@
+"""Ends of runs: the fenced UPDATEs that record how a captured run ended.
+
+A write about a run applies only while its row is still in_progress with that run's
+attempt. One end goes through set_status_statement; a batch of them (a worker's finished
+runs) through record_statement, one set-based UPDATE whatever the batch's size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from jobq.dialects import Dialect
+from jobq.errors import InvalidOption
+from jobq.payload import encode_records, encode_result
+from jobq.retry import Backoff
+from jobq.schema import HAS_RETRIES, status_is, tasks
+from jobq.tasks import Completion, Status, as_utc
+from jobq.validation import check_datetime, check_int, check_seconds
+
+c = tasks.c
+
+#: Statuses a run can end with (only capture moves a task to in_progress).
+END_STATUSES = (Status.DONE, Status.FAILED, Status.QUEUED, Status.CANCELLED)
+
+#: The fields of each object in record_statement's JSON array parameter ``completions``.
+COMPLETION_FIELDS: tuple[tuple[str, Any], ...] = (
+    ("id", sa.BigInteger()),
+    ("attempt", sa.Integer()),
+    ("status", sa.String()),
+    ("result", sa.Text()),  # JSON text, or null
+    ("error", sa.Text()),
+    ("delay", sa.Float()),  # seconds until the next run (failed with retries, queued)
+)
+
+
+def end_values(
+    dialect: Dialect,
+    status: Status,
+    *,
+    next_run: sa.ColumnElement[Any],
+    result: sa.ColumnElement[Any],
+    error: sa.ColumnElement[Any],
+) -> dict[str, Any]:
+    """The SET clause ending a run with ``status``, given SQL for its parts.
+
+    - done: stores ``result`` and clears the error.
+    - failed: with retries left, the task returns at ``next_run``, else it is terminal.
+    - queued: a release; back to the queue at ``next_run``, no retry spent.
+    - cancelled: terminal.
+    """
+    now = dialect.now()
+    values: dict[str, Any] = {"status": status.value, "locked_by": None, "locked_until": None}
+    if status is Status.DONE:
+        values.update(result=result, error=None, finished_at=now)
+    elif status is Status.FAILED:
+        values.update(
+            error=error,
+            run_at=sa.case((HAS_RETRIES, next_run), else_=c.run_at),
+            finished_at=sa.case((HAS_RETRIES, sa.null()), else_=now),
+        )
+    elif status is Status.QUEUED:
+        values.update(run_at=next_run)
+    else:
+        values.update(error=error, finished_at=now)
+    return values
+
+
+def _fenced(id: sa.ColumnElement[Any], attempt: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
+    return sa.and_(c.id == id, status_is(Status.IN_PROGRESS), c.attempt == attempt)
+
+
+def set_status_statement(dialect: Dialect, status: Status, timing: str) -> sa.Update:
+    """The fenced UPDATE ending one run with ``status``.
+
+    Parameters: ``task_id``, ``run_attempt``, ``new_result``, ``new_error``, and the next
+    run's time per ``timing``: 'at' (``next_run_at``) or 'delay' (``delay`` seconds on the
+    database's clock).
+    """
+    if timing == "at":
+        next_run: Any = sa.bindparam("next_run_at", type_=c.run_at.type)
+    else:
+        next_run = dialect.now_plus(sa.bindparam("delay", type_=sa.Float))
+    values = end_values(
+        dialect,
+        status,
+        next_run=next_run,
+        result=sa.bindparam("new_result", type_=c.result.type),
+        error=sa.bindparam("new_error", type_=c.error.type),
+    )
+    where = _fenced(sa.bindparam("task_id"), sa.bindparam("run_attempt"))
+    return sa.update(tasks).where(where).values(**values)
+
+
+def record_statement(dialect: Dialect) -> sa.Update:
+    """One fenced UPDATE ending every run in the JSON array parameter ``completions``.
+
+    Each row takes the SET clause of its own status (a CASE per column); its rowcount is
+    how many ends applied.
+    """
+    record = dialect.json_records(sa.bindparam("completions", type_=sa.Text), COMPLETION_FIELDS)
+    per_status = {
+        status: end_values(
+            dialect,
+            status,
+            next_run=dialect.now_plus(record.c.delay),
+            result=dialect.json_from_text(record.c.result),
+            error=record.c.error,
+        )
+        for status in END_STATUSES
+    }
+    values: dict[str, Any] = {"status": record.c.status}
+    for column in {name for ends in per_status.values() for name in ends} - {"status"}:
+        choices = [(status, ends[column]) for status, ends in per_status.items() if column in ends]
+        if all(value is None for _, value in choices) and len(choices) == len(END_STATUSES):
+            values[column] = None
+            continue
+        values[column] = sa.case(
+            *[(record.c.status == status.value, value) for status, value in choices],
+            else_=c[column],
+        )
+    # The join alone leaves the planner free to hash a scan of every running row.
+    by_key = dialect.id_among(sa.select(record.c.id))
+    return sa.update(tasks).where(by_key, _fenced(record.c.id, record.c.attempt)).values(**values)
+
+
+def check_end(
+    id: int,
+    attempt: int,
+    status: Status | str,
+    *,
+    result: Any,
+    error: str | None,
+    run_at: datetime | None,
+    retry_delay: float | None,
+) -> Status:
+    """Check one end of run's parts (InvalidOption naming the bad one); its Status."""
+    status = Status.parse(status)
+    check_int("id", id)
+    check_int("attempt", attempt, minimum=1)
+    if status not in END_STATUSES:
+        raise InvalidOption(option="status", reason="only capture moves a task to in_progress")
+    if run_at is not None and retry_delay is not None:
+        raise InvalidOption(option="run_at", reason="give run_at or retry_delay, not both")
+    if retry_delay is not None:
+        check_seconds("retry_delay", retry_delay)
+    if run_at is not None:
+        check_datetime("run_at", run_at)
+    if error is not None and not isinstance(error, str):
+        raise InvalidOption(option="error", reason=f"{error!r} is not a string")
+    return status
+
+
+def next_delay(status: Status, attempt: int, retry_delay: float | None, backoff: Backoff) -> float:
+    """Seconds until the next run: as told, else the backoff's for a failure, else none."""
+    if retry_delay is not None:
+        return float(retry_delay)
+    return backoff.delay(attempt) if status is Status.FAILED else 0.0
+
+
+def set_status_parameters(
+    id: int,
+    attempt: int,
+    status: Status | str,
+    *,
+    result: Any,
+    error: str | None,
+    run_at: datetime | None,
+    retry_delay: float | None,
+    backoff: Backoff,
+) -> tuple[tuple[Status, str], dict[str, Any]]:
+    """The shape of set_status_statement to run, (status, timing), and its parameters."""
+    status = check_end(
+        id, attempt, status, result=result, error=error, run_at=run_at, retry_delay=retry_delay
+    )
+    encode_result(result)
+    params: dict[str, Any] = {
+        "task_id": id, "run_attempt": attempt, "new_result": result, "new_error": error,
+    }  # fmt: skip
+    if run_at is not None:
+        params["next_run_at"] = as_utc(run_at)
+        return (status, "at"), params
+    params["delay"] = next_delay(status, attempt, retry_delay, backoff)
+    return (status, "delay"), params
+
+
+def encode_completions(completions: Sequence[Completion], backoff: Backoff) -> str:
+    """record_statement's ``completions`` parameter, every end checked first.
+
+    A second end of the same run is left out: in order, the first would have ended the
+    run and made it stale, and one UPDATE would apply either of the two.
+    """
+    records = []
+    seen: set[tuple[int, int]] = set()
+    for done in completions:
+        status = check_end(
+            done.id, done.attempt, done.status, result=done.result, error=done.error,
+            run_at=None, retry_delay=done.retry_delay,
+        )  # fmt: skip
+        if (done.id, done.attempt) in seen:
+            continue
+        seen.add((done.id, done.attempt))
+        records.append(
+            {
+                "id": done.id,
+                "attempt": done.attempt,
+                "status": status.value,
+                "result": encode_result(done.result),
+                "error": done.error,
+                "delay": next_delay(status, done.attempt, done.retry_delay, backoff),
+            }
+        )
+    return encode_records(records)
