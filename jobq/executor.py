@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -10,6 +12,8 @@ from typing import Any
 
 from jobq.registry import Registry, TaskDefinition
 from jobq.tasks import Status
+
+log = logging.getLogger("jobq.task")
 
 
 class Retry(Exception):
@@ -37,34 +41,83 @@ def not_registered(name: str) -> Outcome:
     return Outcome(Status.FAILED, error=f"task {name!r} is not registered in this worker")
 
 
-def run_sync(definition: TaskDefinition, args: Mapping[str, Any], attempt: int) -> Outcome:
-    """Call a synchronous task function with ``args``."""
+def run_sync(
+    definition: TaskDefinition, args: Mapping[str, Any], attempt: int, task_id: int | None = None
+) -> Outcome:
+    """Call a synchronous task function with ``args``, logging its start and end."""
+    started = _log_start(definition, attempt, task_id)
     try:
-        result = definition.func(**args)
+        outcome = Outcome(Status.DONE, result=definition.func(**args))
     except Exception as error:
-        return _failure(definition, error, attempt)
-    return Outcome(Status.DONE, result=result)
+        outcome = _failure(definition, error, attempt)
+    _log_end(definition, attempt, task_id, started, outcome)
+    return outcome
 
 
-async def run_async(definition: TaskDefinition, args: Mapping[str, Any], attempt: int) -> Outcome:
+async def run_async(
+    definition: TaskDefinition, args: Mapping[str, Any], attempt: int, task_id: int | None = None
+) -> Outcome:
     """Await an async task function with ``args``, cancelling it after its timeout."""
+    started = _log_start(definition, attempt, task_id)
     try:
         result = await asyncio.wait_for(definition.func(**args), timeout=definition.timeout)
+        outcome = Outcome(Status.DONE, result=result)
     except TimeoutError:
-        return timed_out(definition, attempt)
+        outcome = timed_out(definition, attempt)
     except Exception as error:
-        return _failure(definition, error, attempt)
-    return Outcome(Status.DONE, result=result)
+        outcome = _failure(definition, error, attempt)
+    _log_end(definition, attempt, task_id, started, outcome)
+    return outcome
 
 
-def run(registry: Registry, name: str, args: Mapping[str, Any], attempt: int) -> Outcome:
+def _log_start(definition: TaskDefinition, attempt: int, task_id: int | None) -> float:
+    """Log a run's start (one line); its start on the perf_counter clock."""
+    if log.isEnabledFor(logging.INFO):
+        fields = {"task_id": task_id, "task": definition.name, "attempt": attempt}
+        log.info("task %s %s attempt %d started", task_id, definition.name, attempt, extra=fields)
+    return time.perf_counter()
+
+
+def _log_end(
+    definition: TaskDefinition,
+    attempt: int,
+    task_id: int | None,
+    started: float,
+    outcome: Outcome,
+) -> None:
+    """Log a run's end (one line): its status and duration; failures as warnings."""
+    level = logging.INFO if outcome.status is Status.DONE else logging.WARNING
+    if not log.isEnabledFor(level):
+        return
+    duration_ms = round((time.perf_counter() - started) * 1000, 3)
+    fields = {
+        "task_id": task_id, "task": definition.name, "attempt": attempt,
+        "status": outcome.status.value, "duration_ms": duration_ms,
+    }  # fmt: skip
+    why = ""
+    if outcome.error is not None:
+        fields["error"] = outcome.error.strip().splitlines()[-1]
+        why = f": {fields['error']}"
+    log.log(
+        level, "task %s %s attempt %d %s in %s ms%s",
+        task_id, definition.name, attempt, outcome.status.value, duration_ms, why, extra=fields,
+    )  # fmt: skip
+
+
+def run(
+    registry: Registry,
+    name: str,
+    args: Mapping[str, Any],
+    attempt: int,
+    task_id: int | None = None,
+) -> Outcome:
     """Run task ``name`` to completion in this thread (async ones on a fresh event loop)."""
     definition = registry.get(name)
     if definition is None:
         return not_registered(name)
     if definition.is_async:
-        return asyncio.run(run_async(definition, args, attempt))
-    return run_sync(definition, args, attempt)
+        return asyncio.run(run_async(definition, args, attempt, task_id))
+    return run_sync(definition, args, attempt, task_id)
 
 
 def timed_out(definition: TaskDefinition, attempt: int) -> Outcome:

@@ -19,10 +19,8 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
 
 from jobq import executor
 from jobq.app import App
@@ -45,12 +43,16 @@ class _Run:
     """A captured task this worker is running."""
 
     task: Task
-    future: Future[Outcome]
+    definition: TaskDefinition | None
     #: time.monotonic() after which a sync run counts as timed out.
     deadline: float | None
     #: Its end is settled (recorded, timed out, released or lost); a sync thread may still
     #: be running, and its late outcome is dropped.
     ended: bool = False
+    #: Its code has returned, or will never start: its thread or coroutine is free.
+    finished: bool = False
+    #: An async run's task on the event loop, once the loop has started it.
+    coroutine: asyncio.Task[Outcome] | None = None
 
 
 class Worker:
@@ -95,7 +97,9 @@ class Worker:
         self._unrecorded: list[Completion] = []
         self._stopping = threading.Event()
         self._grace_ends = 0.0
-        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="jobq-task")
+        # Sync runs wait here for one of the slot threads (started on first use).
+        self._inbox: queue.SimpleQueue[_Run | None] = queue.SimpleQueue()
+        self._slot_threads: list[threading.Thread] = []
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # --- lifecycle --------------------------------------------------------------------
@@ -117,7 +121,8 @@ class Worker:
             self._work()
         finally:
             self._stop_listening.set()
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            for _ in self._slot_threads:
+                self._inbox.put(None)
             if self._loop is not None:
                 self._loop.call_soon_threadsafe(self._loop.stop)
             try:
@@ -139,7 +144,7 @@ class Worker:
     @property
     def stragglers(self) -> int:
         """Sync task threads still running after their runs were settled (they cannot be killed)."""
-        return sum(1 for run in self._runs.values() if not run.future.done())
+        return sum(1 for run in self._runs.values() if not run.finished)
 
     def _on_enqueued(self, queues: set[str] | None) -> None:
         """From the notification thread: wake the loop if a queue we serve got tasks."""
@@ -187,6 +192,8 @@ class Worker:
             # Fewer, fuller round trips: capture once every slot is free, or when free
             # slots have waited 10 ms (a long task must not hold the others back).
             worth_it = free == self.concurrency or now - last_capture >= _CAPTURE_WAIT
+            # A capture in the statement that records failures cannot see them come back.
+            recorded_failures = any(end.status is Status.FAILED for end in self._unrecorded)
             if free > 0 and worth_it:
                 captured = self._capture(free)  # records finished runs in the same commit
                 last_capture = now
@@ -198,7 +205,8 @@ class Worker:
                 # heartbeat, taken while idle, planned the next one 10 s away.
                 shortest = min(self.lease or task.lease for task in captured)
                 next_heartbeat = min(next_heartbeat, time.monotonic() + shortest / 3)
-            if self.burst and not captured and not self._runs and not self._unrecorded:
+            idle = not captured and not self._runs and not self._unrecorded
+            if self.burst and idle and not recorded_failures:
                 return
             if captured and len(captured) == free:
                 continue  # every slot filled; more may be waiting
@@ -219,27 +227,73 @@ class Worker:
             time.sleep(self.poll_interval)
             return []
         self._count_stale(len(batch) - applied)
-        for task in captured:
-            self._start(task)
+        self._start(captured)
         self.stats["captured"] += len(captured)
         return captured
 
-    def _start(self, task: Task) -> None:
-        definition = self.app.registry.get(task.name)
-        if definition is None:
-            log.error("task %d: %r is not registered in this worker", task.id, task.name)
-            future: Future[Outcome] = Future()
-            future.set_result(executor.not_registered(task.name))
-        elif definition.is_async:
-            coroutine = executor.run_async(definition, task.args, task.attempt)
-            future = asyncio.run_coroutine_threadsafe(coroutine, self._event_loop())
-        else:
-            future = self._pool.submit(executor.run_sync, definition, task.args, task.attempt)
-        run = _Run(task, future, _deadline(definition))
-        self._runs[task.fence] = run
-        future.add_done_callback(
-            lambda f, fence=task.fence: self._finished.put((fence, _outcome(f)))
+    def _start(self, tasks: list[Task]) -> None:
+        """Hand the captured tasks to the slot threads and the event loop."""
+        coroutines: list[_Run] = []
+        for task in tasks:
+            definition = self.app.registry.get(task.name)
+            run = _Run(task, definition, _deadline(definition))
+            self._runs[task.fence] = run
+            if definition is None:
+                log.error("task %d: %r is not registered in this worker", task.id, task.name)
+                self._finish(run, executor.not_registered(task.name))
+            elif definition.is_async:
+                coroutines.append(run)
+            else:
+                self._inbox.put(run)
+                if len(self._slot_threads) < self.concurrency:
+                    self._start_slot_thread()
+        if coroutines:
+            # One wake-up of the loop for the whole batch.
+            self._event_loop().call_soon_threadsafe(self._start_coroutines, coroutines)
+
+    def _finish(self, run: _Run, outcome: Outcome) -> None:
+        """From any thread: ``run``'s code is done; the loop records ``outcome``."""
+        run.finished = True
+        self._finished.put((run.task.fence, outcome))
+
+    def _start_slot_thread(self) -> None:
+        thread = threading.Thread(
+            target=self._run_sync_tasks, name=f"jobq-task-{len(self._slot_threads)}", daemon=True
         )
+        thread.start()
+        self._slot_threads.append(thread)
+
+    def _run_sync_tasks(self) -> None:
+        """A slot thread: run sync tasks from the inbox until told to stop (None)."""
+        while (run := self._inbox.get()) is not None:
+            if run.ended:  # released or lost before it started
+                self._finish(run, _CANCELLED)
+                continue
+            assert run.definition is not None
+            task = run.task
+            try:
+                outcome = executor.run_sync(run.definition, task.args, task.attempt, task.id)
+            except BaseException as error:  # SystemExit, say: the slot must live on
+                outcome = Outcome(Status.FAILED, error=f"{type(error).__name__}: {error}")
+            self._finish(run, outcome)
+
+    def _start_coroutines(self, runs: list[_Run]) -> None:
+        """On the event loop: start the async runs."""
+        assert self._loop is not None
+        for run in runs:
+            if run.ended:
+                self._finish(run, _CANCELLED)
+                continue
+            assert run.definition is not None
+            task = run.task
+            coroutine = executor.run_async(run.definition, task.args, task.attempt, task.id)
+            run.coroutine = self._loop.create_task(coroutine)
+            run.coroutine.add_done_callback(lambda done, run=run: self._finish(run, _outcome(done)))
+
+    def _cancel(self, run: _Run) -> None:
+        """Stop an async run (a sync thread cannot be stopped: it runs on, unheard)."""
+        if self._loop is not None and run.definition is not None and run.definition.is_async:
+            self._loop.call_soon_threadsafe(lambda: run.coroutine and run.coroutine.cancel())
 
     def _collect(self, wait: float) -> None:
         """Take the runs that finished (waiting up to ``wait`` s for the first)."""
@@ -288,12 +342,11 @@ class Worker:
         for run in self._unsettled():
             if run.deadline is not None and now >= run.deadline:
                 run.ended = True
-                definition = self.app.registry.get(run.task.name)
-                assert definition is not None
-                outcome = executor.timed_out(definition, run.task.attempt)
+                assert run.definition is not None
+                outcome = executor.timed_out(run.definition, run.task.attempt)
                 self._unrecorded.append(_completion(run.task.fence, outcome))
                 self.stats["timed_out"] += 1
-                log.warning("task %d timed out after %g s", run.task.id, definition.timeout)
+                log.warning("task %d timed out after %g s", run.task.id, run.definition.timeout)
 
     def _heartbeat(self) -> None:
         owned = [run.task.fence for run in self._unsettled()]
@@ -311,7 +364,7 @@ class Worker:
             if fence[0] not in extended:
                 run = self._runs[fence]
                 run.ended = True
-                run.future.cancel()  # stops an async run; a sync thread runs on, unheard
+                self._cancel(run)
                 self.stats["lost"] += 1
                 log.warning(
                     "task %d attempt %d: lease lost (expired and taken over); its outcome "
@@ -332,7 +385,7 @@ class Worker:
         """Grace is over: put unfinished runs back in the queue without spending a retry."""
         for run in self._unsettled():
             run.ended = True
-            run.future.cancel()
+            self._cancel(run)
             self._unrecorded.append(Completion(run.task.id, run.task.attempt, Status.QUEUED))
             self.stats["released"] += 1
         self._record()
@@ -368,11 +421,13 @@ def _completion(fence: Fence, outcome: Outcome) -> Completion:
     )  # fmt: skip
 
 
-def _outcome(future: Future[Any]) -> Outcome:
-    if future.cancelled():
-        return Outcome(Status.FAILED, error="cancelled")
-    error = future.exception()
+_CANCELLED = Outcome(Status.FAILED, error="cancelled")
+
+
+def _outcome(done: asyncio.Task[Outcome]) -> Outcome:
+    if done.cancelled():
+        return _CANCELLED
+    error = done.exception()
     if error is not None:  # a BaseException the executor does not catch
         return Outcome(Status.FAILED, error=f"{type(error).__name__}: {error}")
-    outcome: Outcome = future.result()
-    return outcome
+    return done.result()

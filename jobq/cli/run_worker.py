@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from jobq import logs
 from jobq.app import load_app
 from jobq.cli.common import clear_errors
 from jobq.store import Store
@@ -38,6 +39,13 @@ from jobq.worker import Worker
     show_default=True,
 )
 @click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"], case_sensitive=False),
+    default="text",
+    show_default=True,
+    help="json: one JSON object per line, with task_id, task, attempt, status, duration_ms.",
+)
+@click.option(
     "--database-url", envvar="JOBQ_DATABASE_URL", default=None,
     help="Database URL (env: JOBQ_DATABASE_URL); default: the app's own.",
 )  # fmt: skip
@@ -51,12 +59,11 @@ def worker(
     poll_interval: float,
     worker_id: str | None,
     log_level: str,
+    log_format: str,
     database_url: str | None,
 ) -> None:
     """Run the app's tasks: capture, execute, record; SIGTERM stops it gracefully."""
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logs.configure(log_level, log_format.lower())
     with clear_errors():
         app = load_app(app_path)
         if database_url is not None:

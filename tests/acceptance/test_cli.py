@@ -583,3 +583,34 @@ def test_enqueue_with_app_rejects_options_the_task_defines(cli: Cli, db_url: str
         "error: Cannot load the app 'tests.apps.mixed:nope': "
         "'tests.apps.mixed' has no attribute 'nope'"
     )
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_worker_logs_one_line_per_task_start_and_end(
+    cli: Cli, db_url: str, store: jobq.Store, log_format: str
+) -> None:
+    done_id = store.enqueue("double", {"n": 4})  # async
+    failed_id = store.enqueue("sleep", {"seconds": "not a number"}, retries=0)  # sync
+    done = cli(
+        db_url, "worker", "--app", "tests.apps.mixed:app", "--burst", "--log-format", log_format
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "jobq.task" in line]
+    if log_format == "text":
+        assert any(f"task {done_id} double attempt 1 started" in x for x in lines)
+        assert any(f"task {done_id} double attempt 1 done in " in x for x in lines)
+        assert any(f"WARNING jobq.task: task {failed_id} " in x and " failed in " in x
+                   for x in lines)  # fmt: skip
+        return
+    records = [json.loads(line) for line in lines]
+    assert {(r["task_id"], r.get("status")) for r in records} == {
+        (done_id, None), (done_id, "done"), (failed_id, None), (failed_id, "failed"),
+    }  # fmt: skip
+    for record in records:
+        assert record["attempt"] == 1
+        assert record["task"] == ("double" if record["task_id"] == done_id else "sleep")
+        assert record["logger"] == "jobq.task" and "time" in record and "message" in record
+    ends = {r["task_id"]: r for r in records if "status" in r}
+    assert ends[done_id]["duration_ms"] >= 0 and ends[done_id]["level"] == "INFO"
+    assert ends[failed_id]["level"] == "WARNING"
+    assert ends[failed_id]["error"].startswith("TypeError")
