@@ -1,4 +1,4 @@
-"""The jobq app bench_worker.py runs: one no-op sync task.
+"""The jobq app bench_worker.py runs: a no-op sync task and a no-op async task.
 
 The database is $JOBQ_DATABASE_URL (bench_worker.py points it at a schema of its own, or
 a temporary SQLite file).
@@ -15,4 +15,9 @@ app = jobq.App()
 
 @app.task(name="bench.noop")
 def noop(n: int = 0) -> None:
+    return None
+
+
+@app.task(name="bench.noop_async")
+async def noop_async(n: int = 0) -> None:
     return None
