@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from jobq.payload import result_problem
 from jobq.registry import Registry, TaskDefinition
 from jobq.tasks import Status
 
@@ -47,7 +48,7 @@ def run_sync(
     """Call a synchronous task function with ``args``, logging its start and end."""
     started = _log_start(definition, attempt, task_id)
     try:
-        outcome = Outcome(Status.DONE, result=definition.func(**args))
+        outcome = _returned(definition, definition.func(**args), attempt)
     except Exception as error:
         outcome = _failure(definition, error, attempt)
     _log_end(definition, attempt, task_id, started, outcome)
@@ -61,7 +62,7 @@ async def run_async(
     started = _log_start(definition, attempt, task_id)
     try:
         result = await asyncio.wait_for(definition.func(**args), timeout=definition.timeout)
-        outcome = Outcome(Status.DONE, result=result)
+        outcome = _returned(definition, result, attempt)
     except TimeoutError:
         outcome = timed_out(definition, attempt)
     except Exception as error:
@@ -125,6 +126,18 @@ def timed_out(definition: TaskDefinition, attempt: int) -> Outcome:
     return Outcome(
         Status.FAILED,
         error=f"timed out after {definition.timeout:g} s",
+        retry_delay=definition.backoff.delay(attempt),
+    )
+
+
+def _returned(definition: TaskDefinition, result: Any, attempt: int) -> Outcome:
+    """Done with ``result``; failed if the result cannot be stored as JSON."""
+    problem = result_problem(result)
+    if problem is None:
+        return Outcome(Status.DONE, result=result)
+    return Outcome(
+        Status.FAILED,
+        error=f"task {definition.name!r} returned a result that is not JSON: {problem}",
         retry_delay=definition.backoff.delay(attempt),
     )
 

@@ -57,6 +57,15 @@ def check_result(result: Any) -> None:
     encode_result(result)
 
 
+def result_problem(result: Any) -> str | None:
+    """Why ``result`` cannot be stored as JSON, or None if it can."""
+    try:
+        _ENCODER.encode(result)
+    except _NOT_JSON as error:
+        return str(error)
+    return None
+
+
 def encode_result(result: Any) -> str | None:
     """``result`` as JSON text (None stays None, stored as SQL NULL), or InvalidOption."""
     if result is None:

@@ -86,3 +86,16 @@ async def double(n: int) -> int:
 
 def create_effects_table() -> None:
     EFFECTS.create(effects(), checkfirst=True)
+
+
+@app.task(retries=0)
+def returns(value: str) -> object:
+    """Returns a value that JSON cannot hold when asked to (a set, a datetime)."""
+    import datetime
+
+    return {"set": {1, 2}, "datetime": datetime.datetime.now(), "ok": value}[value]
+
+
+@app.task(retries=0)
+async def returns_async(value: str) -> object:
+    return {"set": {1, 2}, "ok": value}[value]

@@ -54,6 +54,20 @@ def test_a_burst_worker_runs_everything_and_exits(app: jobq.App) -> None:
     assert worker.stats["stale"] == 0 and store.live_workers() == []
 
 
+def test_a_result_that_is_not_json_fails_its_task_and_nothing_else(app: jobq.App) -> None:
+    store = app.store
+    bad = [mixed.returns.enqueue(value="set"), mixed.returns.enqueue(value="datetime"),
+           mixed.returns_async.enqueue(value="set")]  # fmt: skip
+    good = [mixed.returns.enqueue(value="ok"), mixed.returns_async.enqueue(value="ok")]
+    worker = burst(app, concurrency=5)
+    for task_id in bad:
+        task = store.get(task_id)
+        assert task is not None and task.status is Status.FAILED
+        assert "returned a result that is not JSON" in task.error  # type: ignore[operator]
+    assert [store.get(i).result for i in good] == ["ok", "ok"]  # type: ignore[union-attr]
+    assert worker.stats["failed"] == 3 and worker.stats["done"] == 2
+
+
 def test_timeouts_fail_sync_and_async_runs(app: jobq.App) -> None:
     sync_id = mixed.too_slow.enqueue(seconds=3)
     async_id = mixed.too_slow_async.enqueue(seconds=3)

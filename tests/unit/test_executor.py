@@ -74,3 +74,13 @@ def test_an_unregistered_name_fails_and_says_so() -> None:
     assert outcome == executor.Outcome(
         Status.FAILED, error="task 'os.system' is not registered in this worker"
     )
+
+
+def test_a_result_that_is_not_json_is_a_failure_naming_the_task() -> None:
+    registry = registry_with(
+        TaskDefinition(name="gives_a_set", func=lambda: {1}, backoff=BACKOFF),
+    )
+    outcome = executor.run(registry, "gives_a_set", {}, 1)
+    assert outcome.status is Status.FAILED and outcome.retry_delay == 7
+    assert outcome.error is not None
+    assert outcome.error.startswith("task 'gives_a_set' returned a result that is not JSON: ")
