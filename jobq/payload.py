@@ -52,11 +52,6 @@ def encode_args_array(task: str, args_list: Sequence[Mapping[str, Any] | None]) 
         raise
 
 
-def check_result(result: Any) -> None:
-    """Raise InvalidOption unless ``result`` can be stored as JSON."""
-    encode_result(result)
-
-
 def result_problem(result: Any) -> str | None:
     """Why ``result`` cannot be stored as JSON, or None if it can."""
     try:

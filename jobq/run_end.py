@@ -132,12 +132,11 @@ def check_end(
     attempt: int,
     status: Status | str,
     *,
-    result: Any,
     error: str | None,
     run_at: datetime | None,
     retry_delay: float | None,
 ) -> Status:
-    """Check one end of run's parts (InvalidOption naming the bad one); its Status."""
+    """Check one end of run's parts but its result (InvalidOption naming the bad one)."""
     status = Status.parse(status)
     check_int("id", id)
     check_int("attempt", attempt, minimum=1)
@@ -173,9 +172,7 @@ def set_status_parameters(
     backoff: Backoff,
 ) -> tuple[tuple[Status, str], dict[str, Any]]:
     """The shape of set_status_statement to run, (status, timing), and its parameters."""
-    status = check_end(
-        id, attempt, status, result=result, error=error, run_at=run_at, retry_delay=retry_delay
-    )
+    status = check_end(id, attempt, status, error=error, run_at=run_at, retry_delay=retry_delay)
     encode_result(result)
     params: dict[str, Any] = {
         "task_id": id, "run_attempt": attempt, "new_result": result, "new_error": error,
@@ -197,9 +194,13 @@ def encode_completions(completions: Sequence[Completion], backoff: Backoff) -> s
     seen: set[tuple[int, int]] = set()
     for done in completions:
         status = check_end(
-            done.id, done.attempt, done.status, result=done.result, error=done.error,
-            run_at=None, retry_delay=done.retry_delay,
-        )  # fmt: skip
+            done.id,
+            done.attempt,
+            done.status,
+            error=done.error,
+            run_at=None,
+            retry_delay=done.retry_delay,
+        )
         if (done.id, done.attempt) in seen:
             continue
         seen.add((done.id, done.attempt))

@@ -90,7 +90,7 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry):
     ) -> list[Task]:
         if limit == 0 or names == []:
             return []
-        shape = (None if names is None else len(names), lease is None)
+        shape = _capture_shape(names, lease)
         stmt = self.db.prepare(("capture", *shape), lambda: self.dialect.capture_statement(*shape))
         params = _capture_parameters(limit, names, worker_id, lease)
         rows = self.db.run(stmt, params, connection=connection, fetch=True)
@@ -162,7 +162,7 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry):
         if not completions:
             return 0, self._capture(None, limit, names, worker_id, lease)
         params = self._record_parameters(completions)
-        shape = (None if names is None else len(names), lease is None)
+        shape = _capture_shape(names, lease)
         together = self.db.prepare_optional(
             ("complete and capture", *shape),
             lambda: self.dialect.complete_and_capture_statement(
@@ -287,6 +287,11 @@ def _capture_options(
     if lease is not None:
         check_seconds("lease", lease, positive=True)
     return queue_list(queues)
+
+
+def _capture_shape(names: list[str] | None, lease: float | None) -> tuple[int | None, bool]:
+    """What a capture statement is built for: how many queues, and whether rows' own leases."""
+    return (None if names is None else len(names), lease is None)
 
 
 def _capture_parameters(
