@@ -41,3 +41,15 @@ class UnknownTask(JobqError, LookupError):
 
 class InvalidAppPath(JobqError, ValueError):
     """Cannot load the app {path!r}: {reason}"""
+
+
+class RequiresPostgreSQL(JobqError):
+    """{feature} requires PostgreSQL; this database is {database}."""
+
+
+class LockNotAcquired(JobqError):
+    """Could not acquire {kind} {name!r} within {wait:g} s: another holder has it."""
+
+
+class LockKindMismatch(JobqError, ValueError):
+    """Lock {name!r} is a {existing}, not a {requested}; a lock name belongs to one kind."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 
 from jobq.dialects.types import BigId, partial_index
@@ -46,30 +48,43 @@ tasks = sa.Table(
 c = tasks.c
 
 
-def status_is(status: Status) -> sa.ColumnElement[bool]:
+def status_is(status: Status, columns: Any = c) -> sa.ColumnElement[bool]:
     """``status = '<status>'`` with the constant inline, not as a bound parameter.
 
     PostgreSQL uses a partial index (or an ON CONFLICT arbiter) only when it can prove
     the query implies the index predicate at plan time; once psycopg prepares a
     statement, a generic plan sees parameters, not values, and proves nothing.
-    The values come from the Status enum, never from a caller.
+    The values come from the Status enum, never from a caller. ``columns`` are those of
+    the tasks table or of an alias of it.
     """
-    return c.status == sa.literal_column(f"'{status.value}'", sa.String)
+    return columns.status == sa.literal_column(f"'{status.value}'", sa.String)
 
 
-#: ``retries_left > 0`` with the constant inline, for the same reason.
-HAS_RETRIES = c.retries_left > sa.literal_column("0", sa.Integer)
+def has_retries(columns: Any = c) -> sa.ColumnElement[bool]:
+    """``retries_left > 0`` with the constant inline, for the same reason."""
+    return columns.retries_left > sa.literal_column("0", sa.Integer)
+
+
+def active(columns: Any = c) -> sa.ColumnElement[bool]:
+    """Rows that capture may ever take, now or later (see ACTIVE)."""
+    return sa.or_(
+        status_is(Status.QUEUED, columns),
+        sa.and_(status_is(Status.FAILED, columns), has_retries(columns)),
+        status_is(Status.IN_PROGRESS, columns),
+        sa.and_(status_is(Status.DONE, columns), columns.recurring),
+    )
+
+
+HAS_RETRIES = has_retries()
 
 #: Rows that capture may ever take, now or later. Terminal rows (done, terminal failed,
 #: cancelled) fall out of every index built on it, so capture stays an index scan however
 #: many finished rows the table holds. Capture repeats this predicate verbatim as one of
 #: its AND terms, which is what lets SQLite (and PostgreSQL) pick the partial index.
-ACTIVE = sa.or_(
-    status_is(Status.QUEUED),
-    sa.and_(status_is(Status.FAILED), HAS_RETRIES),
-    status_is(Status.IN_PROGRESS),
-    sa.and_(status_is(Status.DONE), c.recurring),
-)
+ACTIVE = active()
+
+#: Rows whose lock_key other rows of the same key must wait for, or queue behind.
+HAS_LOCK_KEY = c.lock_key.is_not(None)
 
 #: Rows that hold their unique_key: waiting, running, or waiting for a retry.
 HOLDS_UNIQUE_KEY = sa.and_(
@@ -101,6 +116,18 @@ partial_index(
 )
 partial_index("jobq_tasks_unique_key", c.unique_key, where=HOLDS_UNIQUE_KEY, unique=True)
 partial_index("jobq_tasks_lease_expiry", c.locked_until, where=c.status == Status.IN_PROGRESS.value)
+# Per-task lock keys. Capture looks up a candidate's key among the active rows here; the
+# unique index is the guarantee: two rows of one key can never both be in_progress, even
+# when two captures race (the loser's statement fails and is retried).
+partial_index("jobq_tasks_lock_key", c.lock_key, c.id, where=sa.and_(HAS_LOCK_KEY, ACTIVE))
+#: The unique index that lets no two rows of one lock_key be in_progress together.
+LOCK_KEY_HELD = "jobq_tasks_lock_key_held"
+partial_index(
+    LOCK_KEY_HELD,
+    c.lock_key,
+    where=sa.and_(HAS_LOCK_KEY, status_is(Status.IN_PROGRESS)),
+    unique=True,
+)
 sa.Index("jobq_tasks_finished_at", c.finished_at)
 
 #: Live workers, for `jobq status`: each worker upserts its row when it starts, touches
@@ -117,3 +144,23 @@ workers = sa.Table(
     sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("last_seen", sa.DateTime(timezone=True), nullable=False),
 )
+
+#: The locks of jobq.locks, one row per name: a Mutex (``acquired``), a TimeoutLock
+#: (``acquired_at`` is its last acquisition) or a Lease (``owner`` and ``expires_at``).
+LOCK_KINDS = ("mutex", "timeout", "lease")
+
+locks = sa.Table(
+    "jobq_locks",
+    metadata,
+    sa.Column("name", sa.String(255), primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("acquired", sa.Boolean(), nullable=False, server_default=sa.false()),
+    # A lease's owner token; renew and release name it, and apply only while it matches.
+    sa.Column("owner", sa.String(255), nullable=True),
+    # Who took it: host:pid, and the owner for a lease.
+    sa.Column("locked_by", sa.String(255), nullable=True),
+    sa.Column("acquired_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True),
+    sa.CheckConstraint(sa.column("kind").in_(LOCK_KINDS), name="jobq_locks_kind_valid"),
+)
+sa.Index("jobq_locks_expires_at", locks.c.expires_at)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -32,6 +32,10 @@ c = tasks.c
 
 # heartbeat names at most this many (id, attempt) pairs per statement.
 _HEARTBEAT_CHUNK = 500
+# Each lost lock-key race means another capture committed a run; a handful is plenty.
+_LOCK_KEY_RACE_TRIES = 5
+
+_T = TypeVar("_T")
 
 
 class Store(Enqueuer, TaskAdmin, WorkerRegistry):
@@ -78,7 +82,9 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry):
         each task's own lease seconds. Each returned task carries its new ``attempt``.
         """
         names = _capture_options(limit, queues, worker_id, lease)
-        return self._capture(None, limit, names, worker_id, lease)
+        return self._retrying_lock_key_races(
+            lambda: self._capture(None, limit, names, worker_id, lease)
+        )
 
     def _capture(
         self,
@@ -160,8 +166,22 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry):
         """
         names = _capture_options(limit, queues, worker_id, lease)
         if not completions:
-            return 0, self._capture(None, limit, names, worker_id, lease)
+            return 0, self._retrying_lock_key_races(
+                lambda: self._capture(None, limit, names, worker_id, lease)
+            )
         params = self._record_parameters(completions)
+        return self._retrying_lock_key_races(
+            lambda: self._complete_and_capture(params, limit, names, worker_id, lease)
+        )
+
+    def _complete_and_capture(
+        self,
+        params: dict[str, Any],
+        limit: int,
+        names: list[str] | None,
+        worker_id: str,
+        lease: float | None,
+    ) -> tuple[int, list[Task]]:
         shape = _capture_shape(names, lease)
         together = self.db.prepare_optional(
             ("complete and capture", *shape),
@@ -170,7 +190,7 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry):
             ),
         )
         if together is not None:
-            params.update(_capture_parameters(limit, names, worker_id, lease))
+            params = {**params, **_capture_parameters(limit, names, worker_id, lease)}
             rows = self.db.run(together, params, fetch=True)
             return rows[0][0], self._captured(row[1:] for row in rows if row[1] is not None)
         with self.db.unit(atomic=True) as conn:
@@ -178,6 +198,21 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry):
             applied = conn.exec_driver_sql(record.sql, record.parameters(params)).rowcount
             captured = self._capture(conn, limit, names, worker_id, lease)
         return applied, captured
+
+    def _retrying_lock_key_races(self, attempt: Callable[[], _T]) -> _T:
+        """``attempt()``, run again when it lost a race for a lock key.
+
+        Two captures can each take a row of one lock key when one of the rows fell due
+        between their snapshots; the unique index fails the second statement (rolled back
+        whole) once the first commits, and its next try sees that run and waits for it.
+        """
+        for tries in range(1, _LOCK_KEY_RACE_TRIES + 1):
+            try:
+                return attempt()
+            except sa.exc.IntegrityError as error:
+                if tries == _LOCK_KEY_RACE_TRIES or not self.dialect.is_lock_key_conflict(error):
+                    raise
+        raise AssertionError("unreachable")
 
     def _record_prepared(self) -> Prepared:
         return self.db.prepare("record", lambda: run_end.record_statement(self.dialect))

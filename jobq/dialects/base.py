@@ -12,8 +12,18 @@ from typing import Any, ClassVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from jobq.errors import RequiresPostgreSQL
 from jobq.prepared import RowReader
-from jobq.schema import ACTIVE, HAS_RETRIES, HOLDS_UNIQUE_KEY, status_is, tasks
+from jobq.schema import (
+    ACTIVE,
+    HAS_RETRIES,
+    HOLDS_UNIQUE_KEY,
+    active,
+    has_retries,
+    locks,
+    status_is,
+    tasks,
+)
 from jobq.tasks import Status
 
 c = tasks.c
@@ -32,7 +42,8 @@ CAPTURE_ORDER = (c.priority.desc(), c.run_at, c.id)
 
 
 def capturable(now: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
-    """Rows a capture may take at ``now``: DESIGN.md's four cases, due and in the ACTIVE set."""
+    """Rows a capture may take at ``now``: DESIGN.md's four cases, due, in the ACTIVE set,
+    and with their lock key (if any) free."""
     return sa.and_(
         ACTIVE,
         c.run_at <= now,
@@ -42,6 +53,43 @@ def capturable(now: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
             sa.and_(status_is(Status.IN_PROGRESS), c.locked_until < now, HAS_RETRIES),
             sa.and_(status_is(Status.DONE), c.recurring),
         ),
+        sa.or_(c.lock_key.is_(None), sa.not_(lock_key_taken(now))),
+    )
+
+
+def lock_key_taken(now: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
+    """Another row of this row's lock key runs, or is due and comes first (by id).
+
+    A row of a running key waits (it stays as it is: no retry spent, nothing written), and
+    among the due rows of one key only the earliest is capturable, so one capture never
+    takes two rows of one key. The unique index jobq_tasks_lock_key_held settles the rare
+    race this snapshot cannot see (a row of the key falling due while another is taken).
+    """
+    running = tasks.alias("running")
+    r = running.c
+    # Computed once per statement and looked up by hash: a backlog of rows behind running
+    # keys costs a lookup each, not an index probe each.
+    running_keys = sa.select(r.lock_key).where(
+        r.lock_key.is_not(None), status_is(Status.IN_PROGRESS, r)
+    )
+    earlier = tasks.alias("earlier")
+    e = earlier.c
+    earlier_due = sa.exists().where(
+        e.lock_key == c.lock_key,
+        e.lock_key.is_not(None),  # these two terms and active(e) select the partial index
+        active(e),
+        e.id < c.id,
+        e.run_at <= now,
+        sa.or_(
+            status_is(Status.QUEUED, e),
+            sa.and_(status_is(Status.FAILED, e), has_retries(e)),
+            sa.and_(status_is(Status.DONE, e), e.recurring),
+        ),
+    )
+    # A row that runs (its lease expired) holds its own key: it is not held back by itself.
+    return sa.or_(
+        sa.and_(sa.not_(status_is(Status.IN_PROGRESS)), c.lock_key.in_(running_keys)),
+        earlier_due,
     )
 
 
@@ -295,3 +343,35 @@ class Dialect:
     def is_missing_schema(self, error: sa.exc.DBAPIError) -> bool:
         """Whether ``error`` says a jobq table or column does not exist."""
         raise NotImplementedError
+
+    def is_lock_key_conflict(self, error: sa.exc.DBAPIError) -> bool:
+        """Whether ``error`` is jobq_tasks_lock_key_held refusing a second running row of a key."""
+        raise NotImplementedError
+
+    # --- locks (jobq.locks) -----------------------------------------------------------
+
+    def claim_lock_statement(
+        self,
+        values: dict[str, Any],
+        takeover: dict[str, Any],
+        when: sa.ColumnElement[bool],
+    ) -> sa.Executable:
+        """Insert a jobq_locks row of ``values``, or, where its name exists and ``when`` holds
+        for that row, update it with ``takeover``; one row comes back exactly if it did either.
+
+        One atomic statement: no window between finding a row missing and creating it.
+        """
+        return (
+            self.upsert_insert(locks)
+            .values(**values)
+            .on_conflict_do_update(index_elements=[locks.c.name], set_=takeover, where=when)
+            .returning(locks.c.name)
+        )
+
+    def advisory_lock_statement(self, *, session: bool) -> sa.Executable:
+        """SELECT of one boolean: whether the advisory lock ``key`` was taken (no waiting)."""
+        raise RequiresPostgreSQL(feature="AdvisoryLock", database=self.name)
+
+    def advisory_unlock_statement(self) -> sa.Executable:
+        """SELECT of one boolean: whether the session advisory lock ``key`` was held and freed."""
+        raise RequiresPostgreSQL(feature="AdvisoryLock", database=self.name)

@@ -14,13 +14,14 @@ from sqlalchemy.engine import Engine
 
 from jobq.dialects.base import Dialect
 from jobq.prepared import RowReader
-from jobq.schema import tasks
+from jobq.schema import LOCK_KEY_HELD, tasks
 
 c = tasks.c
 log = logging.getLogger("jobq.listen")
 
 # SQLSTATEs: undefined_table, undefined_column.
 _MISSING_SCHEMA = {"42P01", "42703"}
+_UNIQUE_VIOLATION = "23505"
 
 
 class PostgresDialect(Dialect):
@@ -135,6 +136,22 @@ class PostgresDialect(Dialect):
 
     def is_missing_schema(self, error: sa.exc.DBAPIError) -> bool:
         return getattr(error.orig, "sqlstate", None) in _MISSING_SCHEMA
+
+    def is_lock_key_conflict(self, error: sa.exc.DBAPIError) -> bool:
+        diag = getattr(error.orig, "diag", None)
+        return (
+            getattr(error.orig, "sqlstate", None) == _UNIQUE_VIOLATION
+            and getattr(diag, "constraint_name", None) == LOCK_KEY_HELD
+        )
+
+    def advisory_lock_statement(self, *, session: bool) -> sa.Executable:
+        key = sa.bindparam("key", type_=sa.BigInteger)
+        take = sa.func.pg_try_advisory_lock if session else sa.func.pg_try_advisory_xact_lock
+        return sa.select(take(key, type_=sa.Boolean))
+
+    def advisory_unlock_statement(self) -> sa.Executable:
+        key = sa.bindparam("key", type_=sa.BigInteger)
+        return sa.select(sa.func.pg_advisory_unlock(key, type_=sa.Boolean))
 
 
 #: The channel that revision 0003's trigger notifies after each INSERT into jobq_tasks.

@@ -104,3 +104,7 @@ class SQLiteDialect(Dialect):
     def is_missing_schema(self, error: sa.exc.DBAPIError) -> bool:
         message = str(error.orig)
         return message.startswith(("no such table: jobq_", "no such column"))
+
+    def is_lock_key_conflict(self, error: sa.exc.DBAPIError) -> bool:
+        # Writers are serialised, so capture never races here; kept for completeness.
+        return str(error.orig) == "UNIQUE constraint failed: jobq_tasks.lock_key"
