@@ -1,4 +1,7 @@
-"""jobq: a job queue whose whole state lives in SQL rows."""
+"""jobq: a job queue whose whole state lives in SQL rows.
+
+The locks are in ``jobq.locks`` (Mutex, TimeoutLock, Lease, AdvisoryLock), given a Store.
+"""
 
 from jobq.app import App, TaskFunction
 from jobq.errors import (
@@ -8,16 +11,21 @@ from jobq.errors import (
     InvalidOption,
     InvalidTaskArguments,
     JobqError,
+    LockKindMismatch,
+    LockNotAcquired,
+    RequiresPostgreSQL,
     SchemaNotMigrated,
     UnknownStatus,
     UnknownTask,
 )
 from jobq.executor import Retry
+from jobq.locks import AdvisoryLock, Lease, Mutex, TimeoutLock
 from jobq.retry import Backoff, ExponentialBackoff, FixedBackoff
 from jobq.store import Store
 from jobq.tasks import Status, Task
 
 __all__ = [
+    "AdvisoryLock",
     "App",
     "Backoff",
     "DatabaseUnavailable",
@@ -28,12 +36,18 @@ __all__ = [
     "InvalidOption",
     "InvalidTaskArguments",
     "JobqError",
+    "Lease",
+    "LockKindMismatch",
+    "LockNotAcquired",
+    "Mutex",
+    "RequiresPostgreSQL",
     "Retry",
     "SchemaNotMigrated",
     "Status",
     "Store",
     "Task",
     "TaskFunction",
+    "TimeoutLock",
     "UnknownStatus",
     "UnknownTask",
 ]

@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 
 from jobq.database import database_url
 from jobq.errors import InvalidAppPath, UnknownTask
+from jobq.locks import AdvisoryLock, Lease, Mutex, TimeoutLock
 from jobq.registry import Registry, TaskDefinition
 from jobq.retry import Backoff, ExponentialBackoff
 from jobq.store import Store
@@ -86,6 +87,24 @@ class App:
 
         return register(func) if func is not None else register
 
+    # --- locks (jobq.locks), on this app's database --------------------------------------
+
+    def mutex(self, name: str, *, wait: float = 0.0) -> Mutex:
+        """A Mutex: held until released, by anyone; never expires."""
+        return Mutex(self.store, name, wait=wait)
+
+    def timeout_lock(self, name: str, timeout: float, *, wait: float = 0.0) -> TimeoutLock:
+        """A TimeoutLock: acquired at most once per ``timeout`` seconds."""
+        return TimeoutLock(self.store, name, timeout, wait=wait)
+
+    def lease(self, name: str, ttl: float, *, owner: str | None = None, wait: float = 0.0) -> Lease:
+        """A Lease: held by its owner until released or ``ttl`` seconds pass unrenewed."""
+        return Lease(self.store, name, ttl, owner=owner, wait=wait)
+
+    def advisory_lock(self, name: str, *, session: bool = False, wait: float = 0.0) -> AdvisoryLock:
+        """A PostgreSQL advisory lock (transaction-scoped unless ``session``)."""
+        return AdvisoryLock(self.store, name, session=session, wait=wait)
+
     def definition(self, name: str) -> TaskDefinition:
         """The task registered as ``name``, or UnknownTask."""
         definition = self.registry.get(name)
@@ -150,18 +169,20 @@ class App:
         if definition.unique is None and definition.lock is None:
             ids = self.store.enqueue_many(definition.name, checked, **options)
         else:
-            # Keys differ per entry; each row goes on its own, in one transaction.
+            # Keys differ per entry (all formatted before any row is written); each row
+            # goes on its own, in one transaction.
+            keys = [(definition.unique_key(a), definition.lock_key(a)) for a in checked]
             with self.store.db.unit(connection, atomic=True) as conn:
                 options["connection"] = conn
                 ids = [
                     self.store.enqueue(
                         definition.name,
                         arguments,
-                        unique_key=definition.unique_key(arguments),
-                        lock_key=definition.lock_key(arguments),
+                        unique_key=unique_key,
+                        lock_key=lock_key,
                         **options,
                     )
-                    for arguments in checked
+                    for arguments, (unique_key, lock_key) in zip(checked, keys, strict=True)
                 ]
         self._enqueued(connection)
         return ids

@@ -43,6 +43,16 @@ class TaskAdmin:
         with self.db.unit() as conn:
             return conn.execute(stmt).rowcount == 1
 
+    def running_lock_keys(self) -> list[tuple[str, str | None, Any, Any]]:
+        """The lock keys of running tasks: (lock_key, locked_by, started_at, locked_until)."""
+        stmt = (
+            sa.select(c.lock_key, c.locked_by, c.started_at, c.locked_until)
+            .where(c.lock_key.is_not(None), status_is(Status.IN_PROGRESS))
+            .order_by(c.lock_key)
+        )
+        with self.db.unit(read_only=True) as conn:
+            return [tuple(row) for row in conn.execute(stmt)]  # type: ignore[misc]
+
     def retry(self, id: int) -> bool:
         """Queue task ``id`` again now if it failed or was cancelled; False otherwise.
 

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import queue
+import random
 import signal
 import socket
 import threading
@@ -22,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import FrameType
 
-from jobq import executor
+from jobq import executor, locks
 from jobq.app import App
 from jobq.errors import JobqError
 from jobq.executor import Outcome
@@ -36,6 +37,8 @@ Fence = tuple[int, int]
 
 #: Seconds free slots may wait for the others to free up before a capture anyway.
 _CAPTURE_WAIT = 0.01
+#: Seconds between two purges of expired leases (jobq.locks) by each worker.
+_PURGE_INTERVAL = 60.0
 
 
 @dataclass
@@ -95,6 +98,10 @@ class Worker:
         self._finished: queue.SimpleQueue[tuple[Fence, Outcome] | None] = queue.SimpleQueue()
         self._stop_listening = threading.Event()
         self._unrecorded: list[Completion] = []
+        # Some unrecorded end is of a task with a lock key: recording it frees the key.
+        self._frees_lock_key = False
+        # The last capture recorded ends that freed lock keys but could not see them free.
+        self._capture_again = False
         self._stopping = threading.Event()
         self._grace_ends = 0.0
         # Sync runs wait here for one of the slot threads (started on first use).
@@ -169,6 +176,7 @@ class Worker:
 
     def _work(self) -> None:
         next_heartbeat = next_rescue = last_capture = 0.0
+        next_purge = time.monotonic() + _PURGE_INTERVAL * random.random()
         while True:
             self._collect(wait=0)
             now = time.monotonic()
@@ -179,6 +187,9 @@ class Worker:
             if now >= next_rescue:
                 self._rescue()
                 next_rescue = now + self.rescue_interval
+            if now >= next_purge:
+                self._purge_leases()
+                next_purge = now + _PURGE_INTERVAL
             if self._stopping.is_set():
                 self._record()
                 if not self._unsettled() and not self._unrecorded:
@@ -191,7 +202,11 @@ class Worker:
             free = self.concurrency - len(self._runs)
             # Fewer, fuller round trips: capture once every slot is free, or when free
             # slots have waited 10 ms (a long task must not hold the others back).
-            worth_it = free == self.concurrency or now - last_capture >= _CAPTURE_WAIT
+            worth_it = (
+                free == self.concurrency
+                or now - last_capture >= _CAPTURE_WAIT
+                or self._capture_again
+            )
             # A capture in the statement that records failures cannot see them come back.
             recorded_failures = any(end.status is Status.FAILED for end in self._unrecorded)
             if free > 0 and worth_it:
@@ -206,10 +221,14 @@ class Worker:
                 shortest = min(self.lease or task.lease for task in captured)
                 next_heartbeat = min(next_heartbeat, time.monotonic() + shortest / 3)
             idle = not captured and not self._runs and not self._unrecorded
-            if self.burst and idle and not recorded_failures:
+            if self.burst and idle and not recorded_failures and not self._capture_again:
                 return
             if captured and len(captured) == free:
                 continue  # every slot filled; more may be waiting
+            if self._capture_again:
+                # Tasks waiting for the lock keys just freed are capturable now.
+                self._capture_again = False
+                continue
             self._collect(
                 wait=self.poll_interval if not self._runs else min(self.poll_interval, 0.05)
             )
@@ -217,6 +236,7 @@ class Worker:
     def _capture(self, free: int) -> list[Task]:
         """Record the finished runs and capture up to ``free`` tasks, in one transaction."""
         batch, self._unrecorded = self._unrecorded, []
+        frees_lock_key, self._frees_lock_key = self._frees_lock_key, False
         try:
             applied, captured = self.store.complete_and_capture(
                 batch, free, queues=self.queues, worker_id=self.worker_id, lease=self.lease
@@ -224,8 +244,11 @@ class Worker:
         except JobqError as error:
             log.error("capture failed, will retry: %s", error)
             self._unrecorded = batch + self._unrecorded
+            self._frees_lock_key |= frees_lock_key
             time.sleep(self.poll_interval)
             return []
+        # Capture may share a statement (one snapshot) with the ends it records.
+        self._capture_again = frees_lock_key and len(captured) < free
         self._count_stale(len(batch) - applied)
         self._start(captured)
         self.stats["captured"] += len(captured)
@@ -316,19 +339,27 @@ class Worker:
             if run is None or run.ended:
                 continue  # settled already: timed out, released or lost
             run.ended = True
-            self._unrecorded.append(_completion(fence, outcome))
+            self._end(run, _completion(fence, outcome))
             self.stats[outcome.status.value] += 1
+
+    def _end(self, run: _Run, completion: Completion) -> None:
+        """Queue ``completion`` of ``run`` for the next write."""
+        self._unrecorded.append(completion)
+        if run.task.lock_key is not None:
+            self._frees_lock_key = True
 
     def _record(self) -> None:
         """Write the finished runs' outcomes; kept for the next turn if the database is down."""
         if not self._unrecorded:
             return
         batch, self._unrecorded = self._unrecorded, []
+        frees_lock_key, self._frees_lock_key = self._frees_lock_key, False
         try:
             applied = self.store.set_statuses(batch)
         except JobqError as error:
             log.error("recording %d outcome(s) failed, will retry: %s", len(batch), error)
             self._unrecorded = batch + self._unrecorded
+            self._frees_lock_key |= frees_lock_key
             time.sleep(min(self.poll_interval, 1.0))
             return
         self._count_stale(len(batch) - applied)
@@ -344,7 +375,7 @@ class Worker:
                 run.ended = True
                 assert run.definition is not None
                 outcome = executor.timed_out(run.definition, run.task.attempt)
-                self._unrecorded.append(_completion(run.task.fence, outcome))
+                self._end(run, _completion(run.task.fence, outcome))
                 self.stats["timed_out"] += 1
                 log.warning("task %d timed out after %g s", run.task.id, run.definition.timeout)
 
@@ -381,12 +412,21 @@ class Worker:
             self.stats["rescued"] += rescued
             log.info("rescued %d task(s) whose lease had expired", rescued)
 
+    def _purge_leases(self) -> None:
+        try:
+            purged = locks.purge(self.store)
+        except JobqError as error:
+            log.error("purging expired leases failed, will retry: %s", error)
+            return
+        if purged:
+            log.info("purged %d expired lease(s)", purged)
+
     def _release_unfinished(self) -> None:
         """Grace is over: put unfinished runs back in the queue without spending a retry."""
         for run in self._unsettled():
             run.ended = True
             self._cancel(run)
-            self._unrecorded.append(Completion(run.task.id, run.task.attempt, Status.QUEUED))
+            self._end(run, Completion(run.task.id, run.task.attempt, Status.QUEUED))
             self.stats["released"] += 1
         self._record()
 

@@ -88,6 +88,37 @@ def create_effects_table() -> None:
     EFFECTS.create(effects(), checkfirst=True)
 
 
+#: When each run of ``ledger`` started and ended (time.time_ns()), to check for overlaps.
+INTERVALS = sa.Table(
+    "test_lock_intervals",
+    sa.MetaData(),
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("holder", sa.BigInteger, nullable=False),
+    sa.Column("n", sa.BigInteger, nullable=False),
+    sa.Column("pid", sa.BigInteger, nullable=False),
+    sa.Column("entered", sa.BigInteger, nullable=False),
+    sa.Column("exited", sa.BigInteger, nullable=False),
+)
+
+
+@app.task(lock="ledger:{holder}", retries=0)
+def ledger(holder: int, n: int) -> None:
+    """Holds its holder's lock key for 20 ms and records when it entered and left."""
+    entered = time.time_ns()
+    time.sleep(0.02)
+    exited = time.time_ns()
+    with effects().begin() as conn:
+        conn.execute(
+            sa.insert(INTERVALS).values(
+                holder=holder, n=n, pid=os.getpid(), entered=entered, exited=exited
+            )
+        )
+
+
+def create_intervals_table() -> None:
+    INTERVALS.create(effects(), checkfirst=True)
+
+
 @app.task(retries=0)
 def returns(value: str) -> object:
     """Returns a value that JSON cannot hold when asked to (a set, a datetime)."""
