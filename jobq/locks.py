@@ -18,6 +18,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -177,10 +178,13 @@ class Mutex(_RowLock):
         self._token = uuid.uuid4().hex
 
     def _try(self) -> bool:
-        self._token = uuid.uuid4().hex
         now = self.store.dialect.now()
         taken = {"acquired": True, "owner": _OWNER, "locked_by": _holder(), "acquired_at": now}
-        return self._claim(taken, taken, l.acquired == sa.false())
+        held, self._token = self._token, uuid.uuid4().hex
+        if self._claim(taken, taken, l.acquired == sa.false()):
+            return True
+        self._token = held  # a failed try must not disown a hold this object has
+        return False
 
     def _parameters(self) -> dict[str, Any]:
         return {"lock_name": self.name, "lock_owner": self._token}
@@ -280,7 +284,8 @@ class Lease(_RowLock):
             "expires_at": dialect.now_plus(_SECONDS),
         }
         # Our own unexpired lease: extended, and held since it was first taken.
-        takeover = {**taken, "acquired_at": sa.case((l.owner == _OWNER, l.acquired_at), else_=now)}
+        still_ours = sa.and_(l.owner == _OWNER, l.expires_at >= now)
+        takeover = {**taken, "acquired_at": sa.case((still_ours, l.acquired_at), else_=now)}
         return self._claim(taken, takeover, sa.or_(l.expires_at < now, l.owner == _OWNER))
 
     def _parameters(self) -> dict[str, Any]:
@@ -293,7 +298,6 @@ class Lease(_RowLock):
         """Extend the lease to ``ttl`` (default: its own) seconds from now; False if lost."""
         if ttl is not None:
             check_seconds("ttl", ttl, positive=True)
-            self.ttl = float(ttl)
         dialect = self.store.dialect
         stmt = dialect.memo(
             "renew lease",
@@ -303,7 +307,14 @@ class Lease(_RowLock):
                 .values(expires_at=dialect.now_plus(_SECONDS))
             ),
         )
-        return self._update(stmt)
+        parameters = self._parameters()
+        if ttl is not None:
+            parameters["lock_seconds"] = float(ttl)
+        with self.store.db.unit() as conn:
+            renewed = conn.execute(stmt, parameters).rowcount == 1
+        if renewed and ttl is not None:
+            self.ttl = float(ttl)  # later renewals keep to it
+        return renewed
 
     def release(self) -> bool:
         """Give the lease up (delete its row); False if another owner holds it now."""
@@ -341,6 +352,8 @@ class AdvisoryLock(_Lock):
 
     def acquire(self, wait: float | None = None, *, connection: Connection | None = None) -> bool:
         """Take the lock, trying for up to ``wait`` seconds; whether it was taken."""
+        if wait is not None:
+            check_seconds("wait", wait)
         if self.connection is not None:
             raise JobqError(f"advisory lock {self.name!r} is already held by this object")
         self._own_connection = connection is None
@@ -379,6 +392,7 @@ class AdvisoryLock(_Lock):
         if self.connection is None:
             return False
         if not self.session and not self._own_connection:
+            self.connection = None  # the caller's transaction holds it; we let go of it
             return False
         freed = True
         if self.session:
@@ -387,6 +401,25 @@ class AdvisoryLock(_Lock):
                 freed = bool(self.connection.execute(unlock, {"key": self.key}).scalar())
         self._let_go(commit=True)
         return freed
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if error is not None and not self.session and self._own_connection:
+            self._let_go()  # the block failed: roll its work back, which frees the lock
+            return
+        super().__exit__(kind, error, traceback)
+
+    def __del__(self) -> None:
+        # Dropped while holding a lock on its own connection: close that connection rather
+        # than let the pool hand it on with the lock still held.
+        connection = getattr(self, "connection", None)
+        if connection is not None and self._own_connection:
+            with suppress(Exception):
+                connection.invalidate()
 
     def _let_go(self, commit: bool = False) -> None:
         connection, self.connection = self.connection, None
