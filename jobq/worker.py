@@ -12,7 +12,6 @@ import asyncio
 import logging
 import os
 import queue
-import random
 import signal
 import socket
 import threading
@@ -37,8 +36,6 @@ Fence = tuple[int, int]
 
 #: Seconds free slots may wait for the others to free up before a capture anyway.
 _CAPTURE_WAIT = 0.01
-#: Seconds between two purges of expired leases (jobq.locks) by each worker.
-_PURGE_INTERVAL = 60.0
 
 
 @dataclass
@@ -176,7 +173,6 @@ class Worker:
 
     def _work(self) -> None:
         next_heartbeat = next_rescue = last_capture = 0.0
-        next_purge = time.monotonic() + _PURGE_INTERVAL * random.random()
         while True:
             self._collect(wait=0)
             now = time.monotonic()
@@ -186,10 +182,8 @@ class Worker:
                 next_heartbeat = now + self._heartbeat_interval()
             if now >= next_rescue:
                 self._rescue()
+                self._purge_leases()  # one indexed DELETE; expired leases are upkeep too
                 next_rescue = now + self.rescue_interval
-            if now >= next_purge:
-                self._purge_leases()
-                next_purge = now + _PURGE_INTERVAL
             if self._stopping.is_set():
                 self._record()
                 if not self._unsettled() and not self._unrecorded:

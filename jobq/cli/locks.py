@@ -55,7 +55,7 @@ def release(name: str, database_url: str) -> None:
 @locks.command()
 @database_url_option
 def purge(database_url: str) -> None:
-    """Delete the rows of expired leases (workers also do this every minute)."""
+    """Delete the rows of expired leases (workers also do this every few seconds)."""
     with store_for(database_url) as store:
         purged = jobq_locks.purge(store)
     click.echo(f"purged {purged} expired lease{'' if purged == 1 else 's'}")

@@ -121,3 +121,15 @@ def test_a_short_lease_is_renewed_from_the_moment_the_task_is_captured(app: jobq
         thread.join(timeout=10)
     task = app.store.get(task_id)
     assert task is not None and (task.attempt, task.result) == (1, 2.5)
+
+
+def test_workers_purge_expired_leases_as_part_of_their_upkeep(app: jobq.App) -> None:
+    """Expired lease rows go with the worker's rescue pass; live ones and other locks stay."""
+    store = app.store
+    assert jobq.Lease(store, "expired", 0.05).acquire()
+    assert jobq.Lease(store, "live", 60).acquire()
+    assert jobq.Mutex(store, "held").acquire()
+    time.sleep(0.2)
+    burst(app)
+    names = {held.name for held in jobq.locks.list_locks(store)}
+    assert names == {"live", "held"}
