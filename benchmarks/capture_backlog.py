@@ -5,7 +5,12 @@ then times Store.capture(100) from all queues, one queue, and two queues. A capt
 that walks a partial index in its ORDER BY stays flat however large the backlog; one
 that has to sort the backlog grows with it.
 
-    .venv/bin/python benchmarks/capture_backlog.py [--backlog 200000] [--only sqlite|postgresql]
+With ``--lock-keys N`` the backlog is spread over N per-task lock keys, one run of each
+key is already in progress, and so every backlog row is held back by its key: each
+capture walks past them all to reach 'other' (the worst case for lock keys).
+
+    .venv/bin/python benchmarks/capture_backlog.py [--backlog 200000] [--lock-keys 5]
+                                                   [--only sqlite|postgresql]
 """
 
 from __future__ import annotations
@@ -26,9 +31,15 @@ from benchmarks._sql import DEFAULT_POSTGRES_URL, drop_schema, in_schema
 CHOICES = {"all queues": None, "one queue": ["default"], "two queues": ["default", "other"]}
 
 
-def measure(store: jobq.Store, backlog: int, calls: int) -> dict[str, float]:
-    for start in range(0, backlog, 50_000):
-        store.enqueue_many("t", [{"i": i} for i in range(start, min(start + 50_000, backlog))])
+def measure(store: jobq.Store, backlog: int, calls: int, lock_keys: int) -> dict[str, float]:
+    keys = [f"key-{k}" for k in range(lock_keys)] or [None]
+    per_key = backlog // len(keys)
+    for key in keys:
+        for start in range(0, per_key, 50_000):
+            rows = [{"i": i} for i in range(start, min(start + 50_000, per_key))]
+            store.enqueue_many("t", rows, lock_key=key)
+    if lock_keys:
+        store.capture(lock_keys, worker_id="holders", lease=3600)  # each key's first row
     store.enqueue_many("t", [{"i": i} for i in range(1000)], queue="other")
     with store.engine.begin() as conn:
         conn.exec_driver_sql("ANALYZE")
@@ -47,6 +58,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backlog", type=int, default=200_000)
     parser.add_argument("--calls", type=int, default=10)
+    parser.add_argument("--lock-keys", type=int, default=0)
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL)
     parser.add_argument("--pg-schema", default="jobq_backlog")
     parser.add_argument("--only", choices=["sqlite", "postgresql"])
@@ -56,18 +68,19 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             store = jobq.Store(f"sqlite:///{tmp}/backlog.db")
             store.migrate()
-            rows.append(("SQLite", measure(store, args.backlog, args.calls)))
+            rows.append(("SQLite", measure(store, args.backlog, args.calls, args.lock_keys)))
             store.dispose()
     if args.only in (None, "postgresql"):
         url = in_schema(args.postgres_url, args.pg_schema)
         try:
             store = jobq.Store(url)
             store.migrate()
-            rows.append(("PostgreSQL", measure(store, args.backlog, args.calls)))
+            rows.append(("PostgreSQL", measure(store, args.backlog, args.calls, args.lock_keys)))
             store.dispose()
         finally:
             drop_schema(args.postgres_url, args.pg_schema)
-    print(f"capture(100) median ms, backlog of {args.backlog:,} queued tasks in 'default'")
+    keyed = f", held back by {args.lock_keys} running lock keys" if args.lock_keys else ""
+    print(f"capture(100) median ms, backlog of {args.backlog:,} queued tasks in 'default'{keyed}")
     print("| database | " + " | ".join(CHOICES) + " |")
     print("|---|" + "---:|" * len(CHOICES))
     for name, medians in rows:
