@@ -150,9 +150,10 @@ class _RowLock(_Lock):
         if existing is not None and existing != self.kind:
             raise LockKindMismatch(name=self.name, existing=existing, requested=self.kind)
 
-    def _update(self, stmt: sa.Executable) -> bool:
+    def _update(self, stmt: sa.Executable, parameters: dict[str, Any] | None = None) -> bool:
+        """Run ``stmt`` (default parameters: the lock's own); whether it changed one row."""
         with self.store.db.unit() as conn:
-            return conn.execute(stmt, self._parameters()).rowcount == 1
+            return conn.execute(stmt, parameters or self._parameters()).rowcount == 1
 
 
 _NAME = sa.bindparam("lock_name", type_=sa.String)
@@ -310,8 +311,7 @@ class Lease(_RowLock):
         parameters = self._parameters()
         if ttl is not None:
             parameters["lock_seconds"] = float(ttl)
-        with self.store.db.unit() as conn:
-            renewed = conn.execute(stmt, parameters).rowcount == 1
+        renewed = self._update(stmt, parameters)
         if renewed and ttl is not None:
             self.ttl = float(ttl)  # later renewals keep to it
         return renewed

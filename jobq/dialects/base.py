@@ -48,12 +48,20 @@ def capturable(now: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
         ACTIVE,
         c.run_at <= now,
         sa.or_(
-            status_is(Status.QUEUED),
-            sa.and_(status_is(Status.FAILED), HAS_RETRIES),
+            waiting(c),
             sa.and_(status_is(Status.IN_PROGRESS), c.locked_until < now, HAS_RETRIES),
-            sa.and_(status_is(Status.DONE), c.recurring),
         ),
         sa.or_(c.lock_key.is_(None), sa.not_(lock_key_taken(now))),
+    )
+
+
+def waiting(columns: Any) -> sa.ColumnElement[bool]:
+    """Rows that wait to be captured once due: queued, failed with retries left, or a
+    recurring row that is done (of the tasks table or an alias of it)."""
+    return sa.or_(
+        status_is(Status.QUEUED, columns),
+        sa.and_(status_is(Status.FAILED, columns), has_retries(columns)),
+        sa.and_(status_is(Status.DONE, columns), columns.recurring),
     )
 
 
@@ -80,11 +88,7 @@ def lock_key_taken(now: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
         active(e),
         e.id < c.id,
         e.run_at <= now,
-        sa.or_(
-            status_is(Status.QUEUED, e),
-            sa.and_(status_is(Status.FAILED, e), has_retries(e)),
-            sa.and_(status_is(Status.DONE, e), e.recurring),
-        ),
+        waiting(e),
     )
     # A row that runs (its lease expired) holds its own key: it is not held back by itself.
     return sa.or_(
