@@ -15,12 +15,15 @@ from jobq.errors import (
     LockNotAcquired,
     RequiresPostgreSQL,
     SchemaNotMigrated,
+    UnknownSchedule,
     UnknownStatus,
     UnknownTask,
 )
-from jobq.executor import Retry
+from jobq.executor import Retry, current_task
 from jobq.locks import AdvisoryLock, Lease, Mutex, TimeoutLock
+from jobq.periodic import Schedule, ScheduleState
 from jobq.retry import Backoff, ExponentialBackoff, FixedBackoff
+from jobq.schedule import Cron
 from jobq.store import Store
 from jobq.tasks import Status, Task
 
@@ -28,6 +31,7 @@ __all__ = [
     "AdvisoryLock",
     "App",
     "Backoff",
+    "Cron",
     "DatabaseUnavailable",
     "ExponentialBackoff",
     "FixedBackoff",
@@ -42,12 +46,16 @@ __all__ = [
     "Mutex",
     "RequiresPostgreSQL",
     "Retry",
+    "Schedule",
+    "ScheduleState",
     "SchemaNotMigrated",
     "Status",
     "Store",
     "Task",
     "TaskFunction",
     "TimeoutLock",
+    "UnknownSchedule",
     "UnknownStatus",
     "UnknownTask",
+    "current_task",
 ]

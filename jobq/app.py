@@ -13,11 +13,14 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from jobq.database import database_url
-from jobq.errors import InvalidAppPath, UnknownTask
+from jobq.errors import InvalidAppPath, InvalidOption, UnknownTask
 from jobq.locks import AdvisoryLock, Lease, Mutex, TimeoutLock
+from jobq.periodic import Schedule
 from jobq.registry import Registry, TaskDefinition
 from jobq.retry import Backoff, ExponentialBackoff
+from jobq.schedule import Cron
 from jobq.store import Store
+from jobq.validation import check_key
 
 #: Enqueue options of TaskFunction.enqueue; the leading underscore keeps them apart from
 #: the task's own arguments, which may not start with one.
@@ -35,6 +38,8 @@ class App:
         self.registry = Registry()
         self._database_url = database_url
         self._store: Store | None = None
+        #: Cron schedules by name (app.periodic); workers store them when they start.
+        self.schedules: dict[str, Schedule] = {}
         #: Called after each enqueue that is not inside a caller's transaction
         #: (jobq.testing's immediate mode runs the tasks there).
         self.after_enqueue: Callable[[], None] | None = None
@@ -86,6 +91,54 @@ class App:
             return TaskFunction(self, definition)
 
         return register(func) if func is not None else register
+
+    def periodic(
+        self,
+        *,
+        cron: str,
+        name: str | None = None,
+        queue: str | None = None,
+        timezone: str = "UTC",
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> Callable[[Any], TaskFunction]:
+        """Run a task on a cron schedule: ``@app.periodic(cron="*/5 * * * *")``.
+
+        It decorates a plain function (registered as a task with the default options) or
+        a task already registered with ``@app.task(...)``, placed below it. ``cron`` is a
+        croniter expression read in ``timezone``: five fields, or six with seconds last
+        (``"* * * * * */10"``: every ten seconds). ``name`` names the schedule (default:
+        the task's name; give one per schedule to run a task on several), ``queue``
+        defaults to the task's queue, and ``kwargs`` are the arguments of every run.
+        Each tick runs once, across all workers; ticks missed while no worker ran are
+        one run. A bad expression, timezone or argument is an error here.
+        """
+        schedule_cron = Cron(cron, timezone)
+
+        def register(function: Any) -> TaskFunction:
+            task = function if isinstance(function, TaskFunction) else self.task(function)
+            if task.app is not self:
+                raise InvalidOption(option="periodic", reason=f"{task!r} belongs to another app")
+            definition = task.definition
+            schedule_name = name or definition.name
+            check_key("name", schedule_name, required=True)
+            if queue is not None:
+                check_key("queue", queue, required=True)
+            if schedule_name in self.schedules:
+                raise InvalidOption(
+                    option="name",
+                    reason=f"a schedule named {schedule_name!r} is already defined; give "
+                    "each schedule of a task its own name",
+                )
+            arguments = definition.check_arguments(kwargs)
+            self.schedules[schedule_name] = Schedule(
+                name=schedule_name, cron=schedule_cron, task=definition.name,
+                queue=queue or definition.queue, args=arguments, retries=definition.retries,
+                priority=definition.priority, lease=definition.lease, timeout=definition.timeout,
+                lock_key=definition.lock_key(arguments),
+            )  # fmt: skip
+            return task
+
+        return register
 
     # --- locks (jobq.locks), on this app's database --------------------------------------
 

@@ -53,3 +53,7 @@ class LockNotAcquired(JobqError):
 
 class LockKindMismatch(JobqError, ValueError):
     """Lock {name!r} is a {existing}, not a {requested}; a lock name belongs to one kind."""
+
+
+class UnknownSchedule(JobqError, LookupError):
+    """No schedule named {name!r} (see `jobq cron list`)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 import traceback
@@ -12,9 +13,22 @@ from typing import Any
 
 from jobq.payload import result_problem
 from jobq.registry import Registry, TaskDefinition
-from jobq.tasks import Status
+from jobq.tasks import Status, Task
 
 log = logging.getLogger("jobq.task")
+
+_current_task: contextvars.ContextVar[Task | None] = contextvars.ContextVar(
+    "jobq_current_task", default=None
+)
+
+
+def current_task() -> Task | None:
+    """The task whose code is running here (its row as captured), or None outside one.
+
+    Its ``attempt`` is the run's fencing token; for a periodic task, ``run_at`` is the
+    tick it runs for (or, on a retry, when the retry fell due).
+    """
+    return _current_task.get()
 
 
 class Retry(Exception):
@@ -43,23 +57,43 @@ def not_registered(name: str) -> Outcome:
 
 
 def run_sync(
-    definition: TaskDefinition, args: Mapping[str, Any], attempt: int, task_id: int | None = None
+    definition: TaskDefinition,
+    args: Mapping[str, Any],
+    attempt: int,
+    task_id: int | None = None,
+    *,
+    task: Task | None = None,
 ) -> Outcome:
-    """Call a synchronous task function with ``args``, logging its start and end."""
+    """Call a synchronous task function with ``args``, logging its start and end.
+
+    ``task`` is what current_task() returns meanwhile.
+    """
     started = _log_start(definition, attempt, task_id)
+    token = _current_task.set(task)
     try:
         outcome = _returned(definition, definition.func(**args), attempt)
     except Exception as error:
         outcome = _failure(definition, error, attempt)
+    finally:
+        _current_task.reset(token)
     _log_end(definition, attempt, task_id, started, outcome)
     return outcome
 
 
 async def run_async(
-    definition: TaskDefinition, args: Mapping[str, Any], attempt: int, task_id: int | None = None
+    definition: TaskDefinition,
+    args: Mapping[str, Any],
+    attempt: int,
+    task_id: int | None = None,
+    *,
+    task: Task | None = None,
 ) -> Outcome:
-    """Await an async task function with ``args``, cancelling it after its timeout."""
+    """Await an async task function with ``args``, cancelling it after its timeout.
+
+    ``task`` is what current_task() returns meanwhile (in this coroutine's context).
+    """
     started = _log_start(definition, attempt, task_id)
+    _current_task.set(task)  # each asyncio task runs in a copy of the context
     try:
         result = await asyncio.wait_for(definition.func(**args), timeout=definition.timeout)
         outcome = _returned(definition, result, attempt)
@@ -111,14 +145,16 @@ def run(
     args: Mapping[str, Any],
     attempt: int,
     task_id: int | None = None,
+    *,
+    task: Task | None = None,
 ) -> Outcome:
     """Run task ``name`` to completion in this thread (async ones on a fresh event loop)."""
     definition = registry.get(name)
     if definition is None:
         return not_registered(name)
     if definition.is_async:
-        return asyncio.run(run_async(definition, args, attempt, task_id))
-    return run_sync(definition, args, attempt, task_id)
+        return asyncio.run(run_async(definition, args, attempt, task_id, task=task))
+    return run_sync(definition, args, attempt, task_id, task=task)
 
 
 def timed_out(definition: TaskDefinition, attempt: int) -> Outcome:

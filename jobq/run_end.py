@@ -2,7 +2,8 @@
 
 A write about a run applies only while its row is still in_progress with that run's
 attempt. One end goes through set_status_statement; a batch of them (a worker's finished
-runs) through record_statement, one set-based UPDATE whatever the batch's size.
+runs) through record_statement, one set-based UPDATE whatever the batch's size. Neither
+touches recurring rows, whose ends jobq.periodic records (it must compute a cron tick).
 """
 
 from __future__ import annotations
@@ -70,7 +71,10 @@ def end_values(
 
 
 def _fenced(id: sa.ColumnElement[Any], attempt: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
-    return sa.and_(c.id == id, status_is(Status.IN_PROGRESS), c.attempt == attempt)
+    # A recurring row's end needs its schedule's next tick: jobq.periodic records it.
+    return sa.and_(
+        c.id == id, status_is(Status.IN_PROGRESS), c.attempt == attempt, sa.not_(c.recurring)
+    )
 
 
 def set_status_statement(dialect: Dialect, status: Status, timing: str) -> sa.Update:

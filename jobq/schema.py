@@ -164,3 +164,30 @@ locks = sa.Table(
     sa.CheckConstraint(sa.column("kind").in_(LOCK_KINDS), name="jobq_locks_kind_valid"),
 )
 sa.Index("jobq_locks_expires_at", locks.c.expires_at)
+
+#: Cron schedules (jobq.periodic): each names its one recurring row of the tasks table,
+#: which cycles done -> in_progress -> done, and says when that row's next tick is.
+schedules = sa.Table(
+    "jobq_schedules",
+    metadata,
+    sa.Column("name", sa.String(255), primary_key=True),
+    sa.Column(
+        "task_id",
+        BigId,
+        sa.ForeignKey("jobq_tasks.id", ondelete="CASCADE", name="jobq_schedules_task_id_fkey"),
+        nullable=False,
+    ),
+    sa.Column("cron", sa.String(255), nullable=False),
+    sa.Column("timezone", sa.String(64), nullable=False),
+    # The retries_left each tick starts with.
+    sa.Column("retries", sa.Integer(), nullable=False),
+    # Switched by operators (`jobq cron disable/enable`); workers never change it.
+    sa.Column("enabled", sa.Boolean(), nullable=False, server_default=sa.true()),
+    # False once a worker serving its queue started without it in its app.
+    sa.Column("defined", sa.Boolean(), nullable=False, server_default=sa.true()),
+    # How the last run ended: done, failed or cancelled; NULL before the first.
+    sa.Column("last_status", sa.String(16), nullable=True),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    sa.UniqueConstraint("task_id", name="jobq_schedules_task_id_key"),
+)

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 from jobq import run_end
 from jobq.database import Database
 from jobq.enqueuer import Enqueuer
+from jobq.periodic import Periodic
 from jobq.prepared import Prepared
 from jobq.retry import Backoff, ExponentialBackoff
 from jobq.schema import status_is, tasks
@@ -38,7 +39,7 @@ _LOCK_KEY_RACE_TRIES = 5
 _T = TypeVar("_T")
 
 
-class Store(Enqueuer, TaskAdmin, WorkerRegistry):
+class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic):
     """Tasks in SQL rows: enqueue, capture, set_status, heartbeat, rescue, prune."""
 
     def __init__(
@@ -129,6 +130,9 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry):
         - queued: a release; back to the queue (at ``run_at`` or after ``retry_delay``)
           without spending a retry.
         - cancelled: terminal.
+
+        A recurring (cron) row keeps its tick on a retry or a release; any other end
+        returns it to done at its next tick (or at ``run_at``), retries renewed.
         """
         shape, params = run_end.set_status_parameters(
             id, attempt, status, result=result, error=error, run_at=run_at,
@@ -137,7 +141,11 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry):
         stmt = self.db.prepare(
             ("set_status", *shape), lambda: run_end.set_status_statement(self.dialect, *shape)
         )
-        return self.db.run(stmt, params, connection=connection) == 1
+        if self.db.run(stmt, params, connection=connection) == 1:
+            return True
+        # Stale, or a recurring row, which the statement above leaves alone.
+        end = Completion(id, attempt, shape[0], result, error, retry_delay)
+        return self._end_recurring([end], connection=connection, run_at=run_at) == 1
 
     def set_statuses(self, completions: Sequence[Completion]) -> int:
         """Record many ends of runs in one statement, each fenced as set_status is.
@@ -146,7 +154,16 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry):
         """
         if not completions:
             return 0
-        return self.db.run(self._record_prepared(), self._record_parameters(completions))
+        applied = self.db.run(self._record_prepared(), self._record_parameters(completions))
+        return applied + self._end_unapplied(completions, applied)
+
+    def _end_unapplied(
+        self, completions: Sequence[Completion], applied: int, connection: Connection | None = None
+    ) -> int:
+        """Record the ends the batch statement left alone (recurring rows'); how many applied."""
+        if applied >= len(completions):
+            return 0
+        return self._end_recurring(completions, connection=connection)
 
     def complete_and_capture(
         self,
@@ -171,11 +188,12 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry):
             )
         params = self._record_parameters(completions)
         return self._retrying_lock_key_races(
-            lambda: self._complete_and_capture(params, limit, names, worker_id, lease)
+            lambda: self._complete_and_capture(completions, params, limit, names, worker_id, lease)
         )
 
     def _complete_and_capture(
         self,
+        completions: Sequence[Completion],
         params: dict[str, Any],
         limit: int,
         names: list[str] | None,
@@ -192,10 +210,12 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry):
         if together is not None:
             params = {**params, **_capture_parameters(limit, names, worker_id, lease)}
             rows = self.db.run(together, params, fetch=True)
-            return rows[0][0], self._captured(row[1:] for row in rows if row[1] is not None)
+            applied = rows[0][0] + self._end_unapplied(completions, rows[0][0])
+            return applied, self._captured(row[1:] for row in rows if row[1] is not None)
         with self.db.unit(atomic=True) as conn:
             record = self._record_prepared()
             applied = conn.exec_driver_sql(record.sql, record.parameters(params)).rowcount
+            applied += self._end_unapplied(completions, applied, conn)
             captured = self._capture(conn, limit, names, worker_id, lease)
         return applied, captured
 
@@ -270,12 +290,15 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry):
     # --- maintenance ----------------------------------------------------------------
 
     def rescue(self) -> int:
-        """Fail every in_progress task whose lease expired ('lease expired'); how many."""
+        """Fail every in_progress task whose lease expired ('lease expired'); how many.
+
+        A recurring row with no retry left goes back to its schedule's next tick.
+        """
         now = self.dialect.now()
         has_retries = c.retries_left > 0
         stmt = (
             sa.update(tasks)
-            .where(c.status == Status.IN_PROGRESS.value, c.locked_until < now)
+            .where(c.status == Status.IN_PROGRESS.value, c.locked_until < now, sa.not_(c.recurring))
             .values(
                 status=Status.FAILED.value,
                 error="lease expired",
@@ -286,7 +309,8 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry):
             )
         )
         with self.db.unit() as conn:
-            return conn.execute(stmt).rowcount
+            rescued = conn.execute(stmt).rowcount
+        return rescued + self._rescue_recurring()
 
     def prune(self, older_than: float | timedelta) -> int:
         """Delete finished tasks (done, terminal failed, cancelled) older than that; how many."""

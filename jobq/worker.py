@@ -115,6 +115,7 @@ class Worker:
             self.worker_id, host=socket.gethostname(), pid=os.getpid(), queues=self.queues,
             concurrency=self.concurrency,
         )  # fmt: skip
+        self._sync_schedules()
         log.info(
             "worker %s started: queues %s, concurrency %d",
             self.worker_id, ",".join(self.queues) if self.queues else "all", self.concurrency,
@@ -134,6 +135,16 @@ class Worker:
             except JobqError as error:
                 log.warning("could not unregister worker %s: %s", self.worker_id, error)
             log.info("worker %s stopped: %s", self.worker_id, dict(self.stats))
+
+    def _sync_schedules(self) -> None:
+        """Store the app's cron schedules: new ones, changes, and those no longer defined."""
+        report = self.store.sync_schedules(self.app.schedules.values(), queues=self.queues)
+        for verb, names in (
+            ("created", report.created), ("updated", report.updated),
+            ("disabled (no longer defined)", report.removed),
+        ):  # fmt: skip
+            if names:
+                log.info("schedules %s: %s", verb, ", ".join(names))
 
     def stop(self) -> None:
         """Stop capturing; running tasks get ``grace`` seconds to finish, then are released."""
@@ -289,7 +300,9 @@ class Worker:
             assert run.definition is not None
             task = run.task
             try:
-                outcome = executor.run_sync(run.definition, task.args, task.attempt, task.id)
+                outcome = executor.run_sync(
+                    run.definition, task.args, task.attempt, task.id, task=task
+                )
             except BaseException as error:  # SystemExit, say: the slot must live on
                 outcome = Outcome(Status.FAILED, error=f"{type(error).__name__}: {error}")
             self._finish(run, outcome)
@@ -303,7 +316,9 @@ class Worker:
                 continue
             assert run.definition is not None
             task = run.task
-            coroutine = executor.run_async(run.definition, task.args, task.attempt, task.id)
+            coroutine = executor.run_async(
+                run.definition, task.args, task.attempt, task.id, task=task
+            )
             run.coroutine = self._loop.create_task(coroutine)
             run.coroutine.add_done_callback(lambda done, run=run: self._finish(run, _outcome(done)))
 

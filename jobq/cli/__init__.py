@@ -26,6 +26,7 @@ from jobq.cli.common import (
     database_url_option,
     store_for,
 )
+from jobq.cli.cron import cron
 from jobq.cli.locks import locks
 from jobq.cli.output import count, field_text, table, when, worker_row
 from jobq.cli.params import Duration, JsonObject, Key, read_task_file
@@ -315,3 +316,4 @@ if __name__ == "__main__":
 
 main.add_command(worker)
 main.add_command(locks)
+main.add_command(cron)

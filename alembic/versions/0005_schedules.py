@@ -1,0 +1,46 @@
+"""Cron schedules: the jobq_schedules table, one row per schedule and its recurring task.
+
+Revision ID: 0005
+Revises: 0004
+Create Date: 2026-11-22
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from alembic import op
+
+revision = "0005"
+down_revision = "0004"
+branch_labels = None
+depends_on = None
+
+# Written out rather than imported from jobq.schema (see 0001).
+BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+def upgrade() -> None:
+    op.create_table(
+        "jobq_schedules",
+        sa.Column("name", sa.String(255), primary_key=True),
+        sa.Column(
+            "task_id",
+            BigId,
+            sa.ForeignKey("jobq_tasks.id", ondelete="CASCADE", name="jobq_schedules_task_id_fkey"),
+            nullable=False,
+        ),
+        sa.Column("cron", sa.String(255), nullable=False),
+        sa.Column("timezone", sa.String(64), nullable=False),
+        sa.Column("retries", sa.Integer(), nullable=False),
+        sa.Column("enabled", sa.Boolean(), nullable=False, server_default=sa.true()),
+        sa.Column("defined", sa.Boolean(), nullable=False, server_default=sa.true()),
+        sa.Column("last_status", sa.String(16), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.UniqueConstraint("task_id", name="jobq_schedules_task_id_key"),
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("jobq_schedules")

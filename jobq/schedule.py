@@ -1,0 +1,66 @@
+"""Cron expressions and their ticks, on croniter. Pure: no database, no clock of its own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
+
+from jobq.errors import InvalidOption
+from jobq.validation import MAX_KEY
+
+
+@dataclass(frozen=True)
+class Cron:
+    """A croniter expression read in a timezone; ``next_after`` gives its ticks.
+
+    Five fields (minute hour day month weekday), or six with seconds as the sixth, as
+    croniter reads them: ``"* * * * * */10"`` is every ten seconds. Aliases such as
+    ``@hourly`` work too. The timezone is an IANA name; ticks are computed in it (so
+    ``0 9 * * *`` is 9 o'clock local time across daylight saving changes) and returned
+    in UTC.
+    """
+
+    expression: str
+    timezone: str = "UTC"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.expression, str) or not self.expression.strip():
+            raise InvalidOption(option="cron", reason=f"{self.expression!r} is not a cron string")
+        if len(self.expression) > MAX_KEY:
+            raise InvalidOption(option="cron", reason=f"longer than {MAX_KEY} characters")
+        if not croniter.is_valid(self.expression):
+            raise InvalidOption(
+                option="cron",
+                reason=f"{self.expression!r} is not a valid cron expression (five fields, or "
+                "six with seconds last, e.g. '*/5 * * * *' or '* * * * * */10')",
+            )
+        self.zone  # noqa: B018 - validates the timezone now, not at the first tick
+
+    @property
+    def zone(self) -> ZoneInfo:
+        """The timezone, or InvalidOption naming it."""
+        if not isinstance(self.timezone, str) or not self.timezone:
+            raise InvalidOption(option="timezone", reason=f"{self.timezone!r} is not a timezone")
+        try:
+            return ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise InvalidOption(
+                option="timezone",
+                reason=f"unknown timezone {self.timezone!r} (expected an IANA name such as "
+                "'UTC' or 'Europe/Paris')",
+            ) from None
+
+    def next_after(self, moment: datetime) -> datetime:
+        """The first tick strictly after ``moment`` (naive means UTC), as an aware UTC datetime."""
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        ticks: Any = croniter(self.expression, moment.astimezone(self.zone))
+        tick: datetime = ticks.get_next(datetime)
+        return tick.astimezone(UTC)
+
+    def __str__(self) -> str:
+        return self.expression if self.timezone == "UTC" else f"{self.expression} ({self.timezone})"
