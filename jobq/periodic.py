@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection
 
 from jobq.database import Database
 from jobq.dialects import Dialect
-from jobq.errors import UnknownSchedule
+from jobq.errors import InvalidOption, UnknownSchedule
 from jobq.retry import Backoff
 from jobq.run_end import end_values, next_delay
 from jobq.schedule import Cron
@@ -134,14 +134,15 @@ class Periodic:
         now = self._now(conn)
         stored = {row.name: row for row in conn.execute(_state_query())}
         report = SyncReport([], [], [])
-        for name, schedule in wanted.items():
+        # In name order, so that two syncs lock rows in one order and cannot deadlock.
+        for name, schedule in sorted(wanted.items()):
             row = stored.get(name)
             if row is None:
                 self._create(conn, schedule, now)
                 report.created.append(name)
             elif self._update(conn, schedule, row, now):
                 report.updated.append(name)
-        for name, row in stored.items():
+        for name, row in sorted(stored.items()):
             serves = queues is None or row.queue_id in queues
             if name not in wanted and row.defined and serves:
                 conn.execute(
@@ -154,9 +155,8 @@ class Periodic:
     def _create(self, conn: Connection, schedule: Schedule, now: datetime) -> None:
         task_id = conn.execute(
             sa.insert(tasks).values(
-                **schedule.task_values(), status=Status.DONE.value, recurring=True, attempt=0,
-                run_at=schedule.cron.next_after(now), retries_left=schedule.retries,
-                created_at=now,
+                **schedule.task_values(), recurring=True, attempt=0, created_at=now,
+                **_resting(schedule.cron.expression, schedule.cron.timezone, now, schedule.retries),
             )
         ).inserted_primary_key[0]  # fmt: skip
         conn.execute(
@@ -198,7 +198,11 @@ class Periodic:
             conn.execute(
                 sa.update(tasks)
                 .where(c.id == row.task_id, status_is(Status.DONE))
-                .values(run_at=schedule.cron.next_after(now), retries_left=schedule.retries)
+                .values(
+                    **_resting(
+                        schedule.cron.expression, schedule.cron.timezone, now, schedule.retries
+                    )
+                )
             )
         self._settle(conn, schedule.name, now)
         return True
@@ -215,15 +219,10 @@ class Periodic:
                     .values(status=Status.CANCELLED.value, finished_at=now)
                 )
         elif status is Status.CANCELLED:
-            cron = Cron(row.cron, row.timezone)
             conn.execute(
                 sa.update(tasks)
                 .where(c.id == row.task_id, status_is(Status.CANCELLED))
-                .values(
-                    status=Status.DONE.value,
-                    run_at=cron.next_after(now),
-                    retries_left=row.retries,
-                )
+                .values(**_resting(row.cron, row.timezone, now, row.retries))
             )
 
     # --- ends of runs --------------------------------------------------------------
@@ -306,15 +305,18 @@ class Periodic:
                 self.dialect, end.status, next_run=next_run, result=end.result, error=end.error
             )
             return values, (Status.FAILED.value if end.status is Status.FAILED else None)
+        active = row.enabled and row.defined
         if run_at is None:
             # After the tick it ran for even if the database's clock stepped back.
-            next_run = Cron(row.cron, row.timezone).next_after(max(now, as_utc(row.run_at)))
-        values = {
-            "status": (Status.DONE if row.enabled and row.defined else Status.CANCELLED).value,
-            "run_at": next_run, "retries_left": row.retries, "locked_by": None,
-            "locked_until": None, "finished_at": now,
-            "error": None if end.status is Status.DONE else end.error,
-        }  # fmt: skip
+            after = max(now, as_utc(row.run_at))  # type: ignore[type-var]
+            values = _resting(row.cron, row.timezone, after, row.retries, active=active)
+        else:
+            status = Status.DONE if active else Status.CANCELLED
+            values = {"status": status.value, "run_at": next_run, "retries_left": row.retries}
+        values.update(
+            locked_by=None, locked_until=None, finished_at=now,
+            error=None if end.status is Status.DONE else end.error,
+        )  # fmt: skip
         if end.status is Status.DONE:
             values["result"] = end.result
         return values, end.status.value
@@ -386,6 +388,26 @@ class Periodic:
         now = as_utc(conn.execute(sa.select(self.dialect.now())).scalar_one())
         assert now is not None
         return now
+
+
+def _resting(
+    cron: str, timezone: str, after: datetime, retries: int, *, active: bool = True
+) -> dict[str, Any]:
+    """A schedule row's status, run_at and retries_left until its next tick after ``after``.
+
+    Done and due at that tick; cancelled (resting) when paused (not ``active``), or when
+    the stored expression has no tick left or no longer reads as one.
+    """
+    try:
+        tick = Cron(cron, timezone).next_after(after)
+    except InvalidOption:
+        tick = None
+    if active and tick is not None:
+        return {"status": Status.DONE.value, "run_at": tick, "retries_left": retries}
+    return {
+        "status": Status.CANCELLED.value, "run_at": tick or after, "retries_left": retries,
+        "finished_at": after,
+    }  # fmt: skip
 
 
 def _state_query() -> sa.Select[Any]:

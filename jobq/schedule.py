@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from jobq.errors import InvalidOption
 from jobq.validation import MAX_KEY
@@ -38,7 +38,10 @@ class Cron:
                 reason=f"{self.expression!r} is not a valid cron expression (five fields, or "
                 "six with seconds last, e.g. '*/5 * * * *' or '* * * * * */10')",
             )
-        self.zone  # noqa: B018 - validates the timezone now, not at the first tick
+        if self.next_after(datetime.now(UTC)) is None:
+            raise InvalidOption(
+                option="cron", reason=f"{self.expression!r} never fires (no date matches it)"
+            )
 
     @property
     def zone(self) -> ZoneInfo:
@@ -54,12 +57,16 @@ class Cron:
                 "'UTC' or 'Europe/Paris')",
             ) from None
 
-    def next_after(self, moment: datetime) -> datetime:
-        """The first tick strictly after ``moment`` (naive means UTC), as an aware UTC datetime."""
+    def next_after(self, moment: datetime) -> datetime | None:
+        """The first tick strictly after ``moment`` (naive means UTC), as an aware UTC
+        datetime; None if there is none (a date that never comes, or a year gone by)."""
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
         ticks: Any = croniter(self.expression, moment.astimezone(self.zone))
-        tick: datetime = ticks.get_next(datetime)
+        try:
+            tick: datetime = ticks.get_next(datetime)
+        except CroniterBadDateError:
+            return None
         return tick.astimezone(UTC)
 
     def __str__(self) -> str:

@@ -111,11 +111,11 @@ class Worker:
     def run(self) -> None:
         """Work until stopped (a signal, stop(), or in burst mode an empty queue)."""
         self._install_signal_handlers()
+        self._sync_schedules()
         self.store.register_worker(
             self.worker_id, host=socket.gethostname(), pid=os.getpid(), queues=self.queues,
             concurrency=self.concurrency,
         )  # fmt: skip
-        self._sync_schedules()
         log.info(
             "worker %s started: queues %s, concurrency %d",
             self.worker_id, ",".join(self.queues) if self.queues else "all", self.concurrency,

@@ -43,4 +43,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    # Without their schedules, recurring rows could never get a next tick: drop them too.
+    op.execute(sa.text("DELETE FROM jobq_tasks WHERE recurring"))
     op.drop_table("jobq_schedules")
