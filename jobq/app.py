@@ -115,10 +115,14 @@ class App:
         schedule_cron = Cron(cron, timezone)
 
         def register(function: Any) -> TaskFunction:
-            task = function if isinstance(function, TaskFunction) else self.task(function)
-            if task.app is not self:
-                raise InvalidOption(option="periodic", reason=f"{task!r} belongs to another app")
-            definition = task.definition
+            if isinstance(function, TaskFunction):
+                if function.app is not self:
+                    raise InvalidOption(
+                        option="periodic", reason=f"{function!r} belongs to another app"
+                    )
+                definition = function.definition
+            else:  # registered below, once every check has passed
+                definition = TaskDefinition(name=function.__name__, func=function)
             schedule_name = name or definition.name
             check_key("name", schedule_name, required=True)
             if queue is not None:
@@ -130,12 +134,14 @@ class App:
                     "each schedule of a task its own name",
                 )
             arguments = definition.check_arguments(kwargs)
-            self.schedules[schedule_name] = Schedule(
+            schedule = Schedule(
                 name=schedule_name, cron=schedule_cron, task=definition.name,
                 queue=queue or definition.queue, args=arguments, retries=definition.retries,
                 priority=definition.priority, lease=definition.lease, timeout=definition.timeout,
                 lock_key=definition.lock_key(arguments),
             )  # fmt: skip
+            task = function if isinstance(function, TaskFunction) else self.task(function)
+            self.schedules[schedule_name] = schedule
             return task
 
         return register

@@ -162,8 +162,9 @@ class Periodic:
         conn.execute(
             sa.insert(schedules).values(
                 name=schedule.name, task_id=task_id, cron=schedule.cron.expression,
-                timezone=schedule.cron.timezone, retries=schedule.retries, enabled=True,
-                defined=True, created_at=now, updated_at=now,
+                timezone=schedule.cron.timezone, retries=schedule.retries,
+                lock_key=schedule.lock_key, enabled=True, defined=True, created_at=now,
+                updated_at=now,
             )
         )  # fmt: skip
 
@@ -171,8 +172,8 @@ class Periodic:
         """Bring a stored schedule in line with its definition; whether anything changed."""
         rescheduled = (row.cron, row.timezone) != (schedule.cron.expression, schedule.cron.timezone)
         task_values = schedule.task_values()
-        stored = {column: getattr(row, column) for column in task_values if column != "name"}
-        stored["name"] = row.task
+        stored = {column: getattr(row, column) for column in task_values}
+        stored.update(name=row.task, lock_key=row.defined_lock_key)
         changed = (
             rescheduled
             or not row.defined
@@ -186,11 +187,12 @@ class Periodic:
             .where(s.name == schedule.name)
             .values(
                 cron=schedule.cron.expression, timezone=schedule.cron.timezone,
-                retries=schedule.retries, defined=True, updated_at=now,
+                retries=schedule.retries, lock_key=schedule.lock_key, defined=True,
+                updated_at=now,
             )
         )  # fmt: skip
-        # A running row keeps its lock key until its run ends: another running row may
-        # hold the new one.
+        # A running row keeps its lock key until its run ends (another running row may
+        # hold the new one); the end then sets the new one.
         running = status_is(Status.IN_PROGRESS)
         task_values["lock_key"] = sa.case((running, c.lock_key), else_=schedule.lock_key)
         conn.execute(sa.update(tasks).where(c.id == row.task_id).values(**task_values))
@@ -251,7 +253,7 @@ class Periodic:
         query = (
             sa.select(
                 c.id, c.attempt, c.retries_left, c.run_at, s.name, s.cron, s.timezone,
-                s.retries, s.enabled, s.defined,
+                s.retries, s.enabled, s.defined, s.lock_key.label("defined_lock_key"),
             )
             .select_from(tasks.outerjoin(schedules, s.task_id == c.id))
             .where(
@@ -290,9 +292,6 @@ class Periodic:
         """The SET clause ending ``row``'s run as ``end`` says, and the schedule's last status."""
         delay = next_delay(end.status, end.attempt, end.retry_delay, self.backoff)
         next_run = self.dialect.now_plus(delay) if run_at is None else as_utc(run_at)
-        ends_tick = end.status is not Status.QUEUED and not (
-            end.status is Status.FAILED and row.retries_left > 0
-        )
         if row.name is None:
             # Its schedule is gone (a database without foreign keys lost it): end it as a
             # plain task, so it cannot come straight back.
@@ -300,26 +299,33 @@ class Periodic:
                 self.dialect, end.status, next_run=next_run, result=end.result, error=end.error
             )
             return {**values, "recurring": False}, None
-        if not ends_tick:
+        active = row.enabled and row.defined
+        last_status = None if end.status is Status.QUEUED else end.status.value
+        keeps_tick = end.status is Status.QUEUED or (
+            end.status is Status.FAILED and row.retries_left > 0
+        )
+        if keeps_tick and active:
             values = end_values(
                 self.dialect, end.status, next_run=next_run, result=end.result, error=end.error
             )
-            return values, (Status.FAILED.value if end.status is Status.FAILED else None)
-        active = row.enabled and row.defined
-        if run_at is None:
+            return values, last_status
+        # The tick is over, or the schedule is paused: the row rests until its next tick.
+        if run_at is None or not active:
             # After the tick it ran for even if the database's clock stepped back.
             after = max(now, as_utc(row.run_at))  # type: ignore[type-var]
             values = _resting(row.cron, row.timezone, after, row.retries, active=active)
         else:
-            status = Status.DONE if active else Status.CANCELLED
-            values = {"status": status.value, "run_at": next_run, "retries_left": row.retries}
+            values = {
+                "status": Status.DONE.value, "run_at": as_utc(run_at), "retries_left": row.retries
+            }  # fmt: skip
+        done = end.status is Status.DONE
         values.update(
             locked_by=None, locked_until=None, finished_at=now,
-            error=None if end.status is Status.DONE else end.error,
+            result=end.result if done else None, error=None if done else end.error,
+            # The key of the arguments it runs with next (a sync may have changed them).
+            lock_key=row.defined_lock_key,
         )  # fmt: skip
-        if end.status is Status.DONE:
-            values["result"] = end.result
-        return values, end.status.value
+        return values, last_status
 
     def _rescue_recurring(self) -> int:
         """End recurring runs whose lease expired as failed ('lease expired'); how many."""
@@ -377,7 +383,7 @@ class Periodic:
             return conn.execute(
                 sa.insert(tasks).values(
                     name=row.task, queue_id=row.queue_id, args=row.args, priority=row.priority,
-                    lease=row.lease, timeout=row.timeout, lock_key=row.lock_key,
+                    lease=row.lease, timeout=row.timeout, lock_key=row.defined_lock_key,
                     retries_left=row.retries, status=Status.QUEUED.value, attempt=0,
                     recurring=False, run_at=now, created_at=now,
                 )
@@ -414,6 +420,6 @@ def _state_query() -> sa.Select[Any]:
     """Each schedule with the columns of its task row."""
     return sa.select(
         s.name, s.task_id, s.cron, s.timezone, s.retries, s.enabled, s.defined, s.last_status,
-        c.name.label("task"), c.queue_id, c.args, c.priority, c.lease, c.timeout, c.lock_key,
-        c.status, c.run_at, c.started_at,
+        s.lock_key.label("defined_lock_key"), c.name.label("task"), c.queue_id, c.args,
+        c.priority, c.lease, c.timeout, c.lock_key, c.status, c.run_at, c.started_at,
     ).select_from(schedules.join(tasks, c.id == s.task_id))  # fmt: skip

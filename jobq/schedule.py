@@ -12,6 +12,13 @@ from croniter import CroniterBadDateError, croniter
 from jobq.errors import InvalidOption
 from jobq.validation import MAX_KEY
 
+# croniter's aliases, as the five fields they stand for.
+_ALIASES = {
+    "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Cron:
@@ -36,7 +43,8 @@ class Cron:
             raise InvalidOption(
                 option="cron",
                 reason=f"{self.expression!r} is not a valid cron expression (five fields, or "
-                "six with seconds last, e.g. '*/5 * * * *' or '* * * * * */10')",
+                "six with seconds last, e.g. '*/5 * * * *' or '* * * * * */10'; croniter "
+                "reads a seventh, the year, too)",
             )
         if self.next_after(datetime.now(UTC)) is None:
             raise InvalidOption(
@@ -65,9 +73,19 @@ class Cron:
         ticks: Any = croniter(self.expression, moment.astimezone(self.zone))
         try:
             tick: datetime = ticks.get_next(datetime)
+            # The hour repeated when clocks go back: like cron, a job at fixed times runs
+            # in its first pass only; jobs every so many minutes or hours run in both.
+            while tick.fold == 1 and self._fixed_time:
+                tick = ticks.get_next(datetime)
         except CroniterBadDateError:
             return None
         return tick.astimezone(UTC)
+
+    @property
+    def _fixed_time(self) -> bool:
+        """Neither the minute nor the hour field is a wildcard (Vixie cron's rule)."""
+        fields = _ALIASES.get(self.expression.strip().lower(), self.expression).split()
+        return not (fields[0].startswith("*") or fields[1].startswith("*"))
 
     def __str__(self) -> str:
         return self.expression if self.timezone == "UTC" else f"{self.expression} ({self.timezone})"

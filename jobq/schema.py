@@ -181,6 +181,8 @@ schedules = sa.Table(
     sa.Column("timezone", sa.String(64), nullable=False),
     # The retries_left each tick starts with.
     sa.Column("retries", sa.Integer(), nullable=False),
+    # The lock key of its arguments; the row takes it when a tick ends.
+    sa.Column("lock_key", sa.String(255), nullable=True),
     # Switched by operators (`jobq cron disable/enable`); workers never change it.
     sa.Column("enabled", sa.Boolean(), nullable=False, server_default=sa.true()),
     # False once a worker serving its queue started without it in its app.

@@ -33,6 +33,7 @@ def upgrade() -> None:
         sa.Column("cron", sa.String(255), nullable=False),
         sa.Column("timezone", sa.String(64), nullable=False),
         sa.Column("retries", sa.Integer(), nullable=False),
+        sa.Column("lock_key", sa.String(255), nullable=True),
         sa.Column("enabled", sa.Boolean(), nullable=False, server_default=sa.true()),
         sa.Column("defined", sa.Boolean(), nullable=False, server_default=sa.true()),
         sa.Column("last_status", sa.String(16), nullable=True),
