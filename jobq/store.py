@@ -178,7 +178,9 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic):
 
         A worker that finishes and takes tasks in one commit pays one disk flush, not two.
         Where the dialect runs both as one statement, the capture does not see the runs it
-        records come back (a failure due for retry at once waits for the next capture).
+        records come back (a failure due for retry at once waits for the next capture), and
+        the ends of recurring runs follow in a transaction of their own (should the process
+        die between the two, rescue ends those runs once their leases expire).
         Returns how many completions applied, and the captured tasks.
         """
         names = _capture_options(limit, queues, worker_id, lease)
