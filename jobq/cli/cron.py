@@ -68,7 +68,9 @@ def enable(name: str, database_url: str) -> None:
     with store_for(database_url) as store:
         store.set_schedule_enabled(name, True)
         state = next(s for s in store.schedules() if s.name == name)
-    if state.defined:
+    if state.status is Status.IN_PROGRESS:
+        click.echo(f"enabled schedule {name!r}; it is running now, then runs from its next tick")
+    elif state.defined:
         click.echo(f"enabled schedule {name!r}; next run {when(state.next_run)}")
     else:
         click.echo(

@@ -43,13 +43,20 @@ CAPTURE_ORDER = (c.priority.desc(), c.run_at, c.id)
 
 def capturable(now: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
     """Rows a capture may take at ``now``: DESIGN.md's four cases, due, in the ACTIVE set,
-    and with their lock key (if any) free."""
+    and with their lock key (if any) free. An expired recurring run is not among them:
+    rescue ends it (a retry, its next tick, or rest if its schedule was paused)."""
     return sa.and_(
         ACTIVE,
         c.run_at <= now,
         sa.or_(
             waiting(c),
-            sa.and_(status_is(Status.IN_PROGRESS), c.locked_until < now, HAS_RETRIES),
+            # A lost recurring run is rescue's to end: its schedule may be paused.
+            sa.and_(
+                status_is(Status.IN_PROGRESS),
+                c.locked_until < now,
+                HAS_RETRIES,
+                sa.not_(c.recurring),
+            ),
         ),
         sa.or_(c.lock_key.is_(None), sa.not_(lock_key_taken(now))),
     )

@@ -503,10 +503,17 @@ def test_a_bad_url_is_one_line_without_the_password(cli: Cli) -> None:
 
 
 @sqlite_only
-def test_the_url_comes_from_jobq_database_url(cli: Cli, db_url: str, store: jobq.Store) -> None:
-    done = cli(None, "enqueue", "a", env={"JOBQ_DATABASE_URL": db_url})
+def test_the_url_comes_from_jobq_database_url(
+    db_url: str, store: jobq.Store, tmp_path: Path
+) -> None:
+    """Run elsewhere than the test database's directory, so that the default
+    sqlite:///jobq.db cannot be the database the task lands in."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = Cli(elsewhere)(None, "enqueue", "a", env={"JOBQ_DATABASE_URL": db_url})
     assert done.returncode == 0, done.stderr
     assert [row["id"] for row in all_rows(store)] == [int(done.stdout)]
+    assert not (elsewhere / "jobq.db").exists()
 
 
 # --- durations (in process) -------------------------------------------------------------

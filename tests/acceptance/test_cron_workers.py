@@ -47,6 +47,7 @@ def worker(db_url: str, variant: str = "ticks", *options: str, hang: bool = Fals
     """Start `jobq worker` on the cron test app with schedules ``variant``."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "JOBQ_DATABASE_URL": db_url}
     env["JOBQ_TEST_CRON"] = variant
+    env["PYTHONFAULTHANDLER"] = "1"
     env.pop("JOBQ_TEST_CRON_HANG", None)
     if hang:
         env["JOBQ_TEST_CRON_HANG"] = "1"
@@ -63,7 +64,12 @@ def stop(*workers: Any) -> list[str]:
         process.send_signal(signal.SIGTERM)
     errors = []
     for process in workers:
-        _, stderr = process.communicate(timeout=30)
+        try:
+            _, stderr = process.communicate(timeout=45)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack
+            _, stderr = process.communicate(timeout=30)
+            raise AssertionError(f"worker still running 45 s after SIGTERM:\n{stderr}") from None
         assert process.returncode == 0, stderr
         assert "Traceback" not in stderr, stderr
         errors.append(stderr)

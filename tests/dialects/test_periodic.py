@@ -560,7 +560,9 @@ def test_a_stale_end_of_a_recurring_run_changes_nothing(store: jobq.Store) -> No
     store.sync_schedules([schedule("s", retries=1)])
     zombie = start_run(store, "s")
     expire_lease(store, zombie.id)
-    (current,) = store.capture(10, worker_id="w2")  # its lease expired: a retry takes it
+    assert store.capture(10, worker_id="w2") == []  # a lost recurring run is rescue's
+    assert store.rescue() == 1  # its lease expired: a retry, due at once
+    (current,) = store.capture(10, worker_id="w2")
     assert (current.id, current.attempt, current.retries_left) == (zombie.id, 2, 0)
 
     before = snapshot(store)
