@@ -169,10 +169,13 @@ def sqlite_url(path: str) -> str:
 
 
 def reset(store: jobq.Store) -> None:
-    """Empty the tasks table: TRUNCATE on PostgreSQL; DELETE and a WAL checkpoint on SQLite."""
+    """Empty the tasks table: TRUNCATE on PostgreSQL; DELETE and a WAL checkpoint on SQLite.
+
+    The schedules that reference task rows go too (CASCADE).
+    """
     if store.engine.dialect.name == "postgresql":
         with store.engine.begin() as conn:
-            conn.exec_driver_sql(f"TRUNCATE {TABLE}")
+            conn.exec_driver_sql(f"TRUNCATE {TABLE} CASCADE")
         return
     conn = connect_sqlite(store.engine.url.database)
     try:
