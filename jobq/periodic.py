@@ -145,6 +145,7 @@ class Periodic:
         for name, row in sorted(stored.items()):
             serves = queues is None or row.queue_id in queues
             if name not in wanted and row.defined and serves:
+                _lock_task_row(conn, row.task_id)
                 conn.execute(
                     sa.update(schedules).where(s.name == name).values(defined=False, updated_at=now)
                 )
@@ -182,6 +183,9 @@ class Periodic:
         )
         if not changed:
             return False
+        _lock_task_row(conn, row.task_id)
+        # Read again under the lock: a run may have ended while this waited for it.
+        row = conn.execute(_state_query().where(s.name == schedule.name)).one()
         conn.execute(
             sa.update(schedules)
             .where(s.name == schedule.name)
@@ -362,11 +366,13 @@ class Periodic:
         check_key("name", name, required=True)
         with self.db.unit(atomic=True) as conn:
             now = self._now(conn)
-            changed = conn.execute(
-                sa.update(schedules).where(s.name == name).values(enabled=enabled, updated_at=now)
-            ).rowcount
-            if changed != 1:
+            task_id = conn.execute(sa.select(s.task_id).where(s.name == name)).scalar()
+            if task_id is None:
                 raise UnknownSchedule(name=name)
+            _lock_task_row(conn, task_id)
+            conn.execute(
+                sa.update(schedules).where(s.name == name).values(enabled=enabled, updated_at=now)
+            )
             self._settle(conn, name, now)
 
     def run_schedule_now(self, name: str) -> int:
@@ -394,6 +400,15 @@ class Periodic:
         now = as_utc(conn.execute(sa.select(self.dialect.now())).scalar_one())
         assert now is not None
         return now
+
+
+def _lock_task_row(conn: Connection, task_id: int) -> None:
+    """Lock a schedule's task row before its jobq_schedules row.
+
+    The end of a run updates the task row, then the schedule's; every transaction that
+    writes both takes them in that order, so that none can deadlock another.
+    """
+    conn.execute(sa.select(c.id).where(c.id == task_id).with_for_update())
 
 
 def _resting(

@@ -23,6 +23,7 @@ import jobq
 from jobq import Cron, Schedule, ScheduleState, Status, Task
 from jobq.periodic import SyncReport
 from jobq.schema import schedules
+from jobq.schema import tasks as tasks_table
 from jobq.tasks import Completion
 from tests.helpers import all_rows, expire_lease, set_columns
 
@@ -982,3 +983,57 @@ def test_prune_never_deletes_a_schedules_row(store: jobq.Store) -> None:
     assert store.get(plain) is None
     assert row(store, run.id).status is Status.DONE
     assert [s.task_id for s in store.schedules()] == [run.id]
+
+
+def test_a_redefinition_racing_the_end_of_a_run_does_not_deadlock(
+    backend: str, db_url: str, store: jobq.Store
+) -> None:
+    """The end of a run writes the task row, then the schedule's; a sync changing the
+    schedule meanwhile must take them in the same order, or each waits for the other.
+
+    A third connection holds the task row so that the end queues for it first, and the
+    sync (which would lock the schedule row first) queues behind it.
+    """
+    if backend == "sqlite":
+        pytest.skip("SQLite runs one writer at a time: nothing to interleave")
+    store.sync_schedules([schedule("s", retries=0)])
+    run = start_run(store, "s")
+    errors: list[BaseException] = []
+    ended: list[bool] = []
+
+    def end() -> None:
+        try:
+            ended.append(store.set_status(run.id, run.attempt, Status.DONE))
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    def redefine() -> None:
+        other = jobq.Store(db_url)
+        try:
+            other.sync_schedules([schedule("s", YEARLY, retries=0)])
+        except BaseException as error:  # reported below
+            errors.append(error)
+        finally:
+            other.dispose()
+
+    holder = sa.create_engine(db_url)
+    with holder.connect() as conn:
+        conn.execute(
+            sa.select(tasks_table.c.id).where(tasks_table.c.id == run.id).with_for_update()
+        )
+        ending = threading.Thread(target=end)
+        ending.start()
+        time.sleep(0.5)  # the end now waits for the task row
+        syncing = threading.Thread(target=redefine)
+        syncing.start()
+        time.sleep(0.5)  # the sync now waits too
+        conn.rollback()
+    ending.join(timeout=30)
+    syncing.join(timeout=30)
+    holder.dispose()
+    assert errors == [] and ended == [True]
+    task = row(store, run.id)
+    assert task.status is Status.DONE
+    listed = state(store, "s")
+    assert (listed.cron, listed.last_status) == (YEARLY, "done")
+    assert listed.next_run == Cron(YEARLY).next_after(db_now(store))
