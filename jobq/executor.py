@@ -60,14 +60,15 @@ def run_sync(
     definition: TaskDefinition,
     args: Mapping[str, Any],
     attempt: int,
-    task_id: int | None = None,
     *,
     task: Task | None = None,
 ) -> Outcome:
     """Call a synchronous task function with ``args``, logging its start and end.
 
-    ``task`` is what current_task() returns meanwhile.
+    ``task``, the captured row when there is one, is what current_task() returns
+    meanwhile and names the run in the log lines.
     """
+    task_id = None if task is None else task.id
     started = _log_start(definition, attempt, task_id)
     token = _current_task.set(task)
     try:
@@ -84,14 +85,14 @@ async def run_async(
     definition: TaskDefinition,
     args: Mapping[str, Any],
     attempt: int,
-    task_id: int | None = None,
     *,
     task: Task | None = None,
 ) -> Outcome:
     """Await an async task function with ``args``, cancelling it after its timeout.
 
-    ``task`` is what current_task() returns meanwhile (in this coroutine's context).
+    ``task`` is as for run_sync (current_task() is set in this coroutine's context).
     """
+    task_id = None if task is None else task.id
     started = _log_start(definition, attempt, task_id)
     _current_task.set(task)  # each asyncio task runs in a copy of the context
     try:
@@ -144,7 +145,6 @@ def run(
     name: str,
     args: Mapping[str, Any],
     attempt: int,
-    task_id: int | None = None,
     *,
     task: Task | None = None,
 ) -> Outcome:
@@ -153,8 +153,8 @@ def run(
     if definition is None:
         return not_registered(name)
     if definition.is_async:
-        return asyncio.run(run_async(definition, args, attempt, task_id, task=task))
-    return run_sync(definition, args, attempt, task_id, task=task)
+        return asyncio.run(run_async(definition, args, attempt, task=task))
+    return run_sync(definition, args, attempt, task=task)
 
 
 def timed_out(definition: TaskDefinition, attempt: int) -> Outcome:

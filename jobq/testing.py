@@ -43,9 +43,7 @@ def run_pending(app: App, *, retry_at_once: bool = True) -> int:
     runs = 0
     while captured := app.store.capture(100, worker_id=WORKER_ID):
         for task in captured:
-            outcome = executor.run(
-                app.registry, task.name, task.args, task.attempt, task.id, task=task
-            )
+            outcome = executor.run(app.registry, task.name, task.args, task.attempt, task=task)
             app.store.set_status(
                 task.id, task.attempt, outcome.status, result=outcome.result,
                 error=outcome.error,

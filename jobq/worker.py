@@ -300,9 +300,7 @@ class Worker:
             assert run.definition is not None
             task = run.task
             try:
-                outcome = executor.run_sync(
-                    run.definition, task.args, task.attempt, task.id, task=task
-                )
+                outcome = executor.run_sync(run.definition, task.args, task.attempt, task=task)
             except BaseException as error:  # SystemExit, say: the slot must live on
                 outcome = Outcome(Status.FAILED, error=f"{type(error).__name__}: {error}")
             self._finish(run, outcome)
@@ -316,9 +314,7 @@ class Worker:
                 continue
             assert run.definition is not None
             task = run.task
-            coroutine = executor.run_async(
-                run.definition, task.args, task.attempt, task.id, task=task
-            )
+            coroutine = executor.run_async(run.definition, task.args, task.attempt, task=task)
             run.coroutine = self._loop.create_task(coroutine)
             run.coroutine.add_done_callback(lambda done, run=run: self._finish(run, _outcome(done)))
 
