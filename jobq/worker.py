@@ -1,14 +1,13 @@
 """Worker: the capture -> execute -> set_status loop, with heartbeats, rescue and signals.
 
-One thread runs the loop and is the only one that talks to the database. Sync tasks run
-on a thread pool, async tasks on one event loop in a thread of its own; each run reports
-its Outcome back through a queue, and the loop records the outcomes in batches
-(Store.set_statuses), every one fenced by its attempt.
+One thread runs the loop and is the only one that talks to the database. The Runner
+(jobq.runner) runs the tasks, sync ones on slot threads and async ones on an event loop;
+each run reports its Outcome back through a queue, and the loop records the outcomes in
+batches (Store.set_statuses), every one fenced by its attempt.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import queue
@@ -19,14 +18,13 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from types import FrameType
 
 from jobq import executor, locks
 from jobq.app import App
 from jobq.errors import JobqError
 from jobq.executor import Outcome
-from jobq.registry import TaskDefinition
+from jobq.runner import Run, Runner
 from jobq.tasks import Completion, Status, Task
 from jobq.validation import check_int, check_key, check_seconds, queue_list
 
@@ -36,23 +34,6 @@ Fence = tuple[int, int]
 
 #: Seconds free slots may wait for the others to free up before a capture anyway.
 _CAPTURE_WAIT = 0.01
-
-
-@dataclass
-class _Run:
-    """A captured task this worker is running."""
-
-    task: Task
-    definition: TaskDefinition | None
-    #: time.monotonic() after which a sync run counts as timed out.
-    deadline: float | None
-    #: Its end is settled (recorded, timed out, released or lost); a sync thread may still
-    #: be running, and its late outcome is dropped.
-    ended: bool = False
-    #: Its code has returned, or will never start: its thread or coroutine is free.
-    finished: bool = False
-    #: An async run's task on the event loop, once the loop has started it.
-    coroutine: asyncio.Task[Outcome] | None = None
 
 
 class Worker:
@@ -90,7 +71,7 @@ class Worker:
         self.rescue_interval = rescue_interval
         #: Counts of what happened: done, failed, released, stale, lost, timed_out, ...
         self.stats: Counter[str] = Counter()
-        self._runs: dict[Fence, _Run] = {}
+        self._runs: dict[Fence, Run] = {}
         # Finished runs; None is a nudge from the database's notifications: tasks arrived.
         self._finished: queue.SimpleQueue[tuple[Fence, Outcome] | None] = queue.SimpleQueue()
         self._stop_listening = threading.Event()
@@ -101,10 +82,7 @@ class Worker:
         self._capture_again = False
         self._stopping = threading.Event()
         self._grace_ends = 0.0
-        # Sync runs wait here for one of the slot threads (started on first use).
-        self._inbox: queue.SimpleQueue[_Run | None] = queue.SimpleQueue()
-        self._slot_threads: list[threading.Thread] = []
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner = Runner(concurrency, self._finish)
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -126,10 +104,7 @@ class Worker:
             self._work()
         finally:
             self._stop_listening.set()
-            for _ in self._slot_threads:
-                self._inbox.put(None)
-            if self._loop is not None:
-                self._loop.call_soon_threadsafe(self._loop.stop)
+            self._runner.shutdown()
             try:
                 self.store.unregister_worker(self.worker_id)
             except JobqError as error:
@@ -260,68 +235,22 @@ class Worker:
         return captured
 
     def _start(self, tasks: list[Task]) -> None:
-        """Hand the captured tasks to the slot threads and the event loop."""
-        coroutines: list[_Run] = []
+        """Hand the captured tasks to the runner; fail those this worker does not know."""
+        runnable = []
         for task in tasks:
-            definition = self.app.registry.get(task.name)
-            run = _Run(task, definition, _deadline(definition))
+            run = Run.of(task, self.app.registry.get(task.name))
             self._runs[task.fence] = run
-            if definition is None:
+            if run.definition is None:
                 log.error("task %d: %r is not registered in this worker", task.id, task.name)
                 self._finish(run, executor.not_registered(task.name))
-            elif definition.is_async:
-                coroutines.append(run)
             else:
-                self._inbox.put(run)
-                if len(self._slot_threads) < self.concurrency:
-                    self._start_slot_thread()
-        if coroutines:
-            # One wake-up of the loop for the whole batch.
-            self._event_loop().call_soon_threadsafe(self._start_coroutines, coroutines)
+                runnable.append(run)
+        self._runner.start(runnable)
 
-    def _finish(self, run: _Run, outcome: Outcome) -> None:
+    def _finish(self, run: Run, outcome: Outcome) -> None:
         """From any thread: ``run``'s code is done; the loop records ``outcome``."""
         run.finished = True
         self._finished.put((run.task.fence, outcome))
-
-    def _start_slot_thread(self) -> None:
-        thread = threading.Thread(
-            target=self._run_sync_tasks, name=f"jobq-task-{len(self._slot_threads)}", daemon=True
-        )
-        thread.start()
-        self._slot_threads.append(thread)
-
-    def _run_sync_tasks(self) -> None:
-        """A slot thread: run sync tasks from the inbox until told to stop (None)."""
-        while (run := self._inbox.get()) is not None:
-            if run.ended:  # released or lost before it started
-                self._finish(run, _CANCELLED)
-                continue
-            assert run.definition is not None
-            task = run.task
-            try:
-                outcome = executor.run_sync(run.definition, task.args, task.attempt, task=task)
-            except BaseException as error:  # SystemExit, say: the slot must live on
-                outcome = Outcome(Status.FAILED, error=f"{type(error).__name__}: {error}")
-            self._finish(run, outcome)
-
-    def _start_coroutines(self, runs: list[_Run]) -> None:
-        """On the event loop: start the async runs."""
-        assert self._loop is not None
-        for run in runs:
-            if run.ended:
-                self._finish(run, _CANCELLED)
-                continue
-            assert run.definition is not None
-            task = run.task
-            coroutine = executor.run_async(run.definition, task.args, task.attempt, task=task)
-            run.coroutine = self._loop.create_task(coroutine)
-            run.coroutine.add_done_callback(lambda done, run=run: self._finish(run, _outcome(done)))
-
-    def _cancel(self, run: _Run) -> None:
-        """Stop an async run (a sync thread cannot be stopped: it runs on, unheard)."""
-        if self._loop is not None and run.definition is not None and run.definition.is_async:
-            self._loop.call_soon_threadsafe(lambda: run.coroutine and run.coroutine.cancel())
 
     def _collect(self, wait: float) -> None:
         """Take the runs that finished (waiting up to ``wait`` s for the first)."""
@@ -347,7 +276,7 @@ class Worker:
             self._end(run, _completion(fence, outcome))
             self.stats[outcome.status.value] += 1
 
-    def _end(self, run: _Run, completion: Completion) -> None:
+    def _end(self, run: Run, completion: Completion) -> None:
         """Queue ``completion`` of ``run`` for the next write."""
         self._unrecorded.append(completion)
         if run.task.lock_key is not None:
@@ -400,7 +329,7 @@ class Worker:
             if fence[0] not in extended:
                 run = self._runs[fence]
                 run.ended = True
-                self._cancel(run)
+                self._runner.cancel(run)
                 self.stats["lost"] += 1
                 log.warning(
                     "task %d attempt %d: lease lost (expired and taken over); its outcome "
@@ -430,33 +359,19 @@ class Worker:
         """Grace is over: put unfinished runs back in the queue without spending a retry."""
         for run in self._unsettled():
             run.ended = True
-            self._cancel(run)
+            self._runner.cancel(run)
             self._end(run, Completion(run.task.id, run.task.attempt, Status.QUEUED))
             self.stats["released"] += 1
         self._record()
 
     # --- helpers ----------------------------------------------------------------------
 
-    def _unsettled(self) -> list[_Run]:
+    def _unsettled(self) -> list[Run]:
         return [run for run in self._runs.values() if not run.ended]
 
     def _heartbeat_interval(self) -> float:
         leases = [self.lease] if self.lease else [run.task.lease for run in self._unsettled()]
         return min([10.0, *(lease / 3 for lease in leases)])
-
-    def _event_loop(self) -> asyncio.AbstractEventLoop:
-        if self._loop is None:
-            loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="jobq-async", daemon=True).start()
-            self._loop = loop
-        return self._loop
-
-
-def _deadline(definition: TaskDefinition | None) -> float | None:
-    # Async runs are cancelled by asyncio at their timeout; only sync runs need watching.
-    if definition is None or definition.timeout is None or definition.is_async:
-        return None
-    return time.monotonic() + definition.timeout
 
 
 def _completion(fence: Fence, outcome: Outcome) -> Completion:
@@ -464,15 +379,3 @@ def _completion(fence: Fence, outcome: Outcome) -> Completion:
         fence[0], fence[1], outcome.status, result=outcome.result, error=outcome.error,
         retry_delay=outcome.retry_delay,
     )  # fmt: skip
-
-
-_CANCELLED = Outcome(Status.FAILED, error="cancelled")
-
-
-def _outcome(done: asyncio.Task[Outcome]) -> Outcome:
-    if done.cancelled():
-        return _CANCELLED
-    error = done.exception()
-    if error is not None:  # a BaseException the executor does not catch
-        return Outcome(Status.FAILED, error=f"{type(error).__name__}: {error}")
-    return done.result()

@@ -1,0 +1,138 @@
+"""Runner: where a worker's captured tasks execute. Never touches the database.
+
+Sync tasks run on slot threads (started as needed, at most ``concurrency``), async tasks
+on one event loop in a thread of its own. Each run's outcome goes to the callback given,
+from whichever thread ran it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from jobq import executor
+from jobq.executor import Outcome
+from jobq.registry import TaskDefinition
+from jobq.tasks import Status, Task
+
+#: The outcome of a run stopped before it ended, or before it started.
+CANCELLED = Outcome(Status.FAILED, error="cancelled")
+
+
+@dataclass
+class Run:
+    """A captured task a worker is running."""
+
+    task: Task
+    definition: TaskDefinition | None
+    #: time.monotonic() after which a sync run counts as timed out.
+    deadline: float | None
+    #: Its end is settled (recorded, timed out, released or lost); a sync thread may still
+    #: be running, and its late outcome is dropped.
+    ended: bool = False
+    #: Its code has returned, or will never start: its thread or coroutine is free.
+    finished: bool = False
+    #: An async run's task on the event loop, once the loop has started it.
+    coroutine: asyncio.Task[Outcome] | None = None
+
+    @classmethod
+    def of(cls, task: Task, definition: TaskDefinition | None) -> Run:
+        """A run of ``task``; a sync one with a timeout gets its deadline from now."""
+        deadline = None
+        # Async runs are cancelled by asyncio at their timeout; only sync runs need watching.
+        if definition is not None and definition.timeout is not None and not definition.is_async:
+            deadline = time.monotonic() + definition.timeout
+        return cls(task, definition, deadline)
+
+
+class Runner:
+    """Runs registered tasks ``concurrency`` sync ones at a time, and async ones on a loop."""
+
+    def __init__(self, concurrency: int, finish: Callable[[Run, Outcome], None]) -> None:
+        self.concurrency = concurrency
+        self._finish = finish
+        # Sync runs wait here for one of the slot threads (started on first use).
+        self._inbox: queue.SimpleQueue[Run | None] = queue.SimpleQueue()
+        self._slot_threads: list[threading.Thread] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self, runs: list[Run]) -> None:
+        """Start ``runs`` (each of a registered task) on the slot threads and the loop."""
+        coroutines = []
+        for run in runs:
+            assert run.definition is not None
+            if run.definition.is_async:
+                coroutines.append(run)
+                continue
+            self._inbox.put(run)
+            if len(self._slot_threads) < self.concurrency:
+                self._start_slot_thread()
+        if coroutines:
+            # One wake-up of the loop for the whole batch.
+            self._event_loop().call_soon_threadsafe(self._start_coroutines, coroutines)
+
+    def cancel(self, run: Run) -> None:
+        """Stop an async run (a sync thread cannot be stopped: it runs on, unheard)."""
+        if self._loop is not None and run.definition is not None and run.definition.is_async:
+            self._loop.call_soon_threadsafe(lambda: run.coroutine and run.coroutine.cancel())
+
+    def shutdown(self) -> None:
+        """Let the slot threads and the event loop end once their current runs do."""
+        for _ in self._slot_threads:
+            self._inbox.put(None)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+
+    def _start_slot_thread(self) -> None:
+        thread = threading.Thread(
+            target=self._run_sync_tasks, name=f"jobq-task-{len(self._slot_threads)}", daemon=True
+        )
+        thread.start()
+        self._slot_threads.append(thread)
+
+    def _run_sync_tasks(self) -> None:
+        """A slot thread: run sync tasks from the inbox until told to stop (None)."""
+        while (run := self._inbox.get()) is not None:
+            if run.ended:  # released or lost before it started
+                self._finish(run, CANCELLED)
+                continue
+            assert run.definition is not None
+            task = run.task
+            try:
+                outcome = executor.run_sync(run.definition, task.args, task.attempt, task=task)
+            except BaseException as error:  # SystemExit, say: the slot must live on
+                outcome = Outcome(Status.FAILED, error=f"{type(error).__name__}: {error}")
+            self._finish(run, outcome)
+
+    def _start_coroutines(self, runs: list[Run]) -> None:
+        """On the event loop: start the async runs."""
+        assert self._loop is not None
+        for run in runs:
+            if run.ended:
+                self._finish(run, CANCELLED)
+                continue
+            assert run.definition is not None
+            task = run.task
+            coroutine = executor.run_async(run.definition, task.args, task.attempt, task=task)
+            run.coroutine = self._loop.create_task(coroutine)
+            run.coroutine.add_done_callback(lambda done, run=run: self._finish(run, _outcome(done)))
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="jobq-async", daemon=True).start()
+            self._loop = loop
+        return self._loop
+
+
+def _outcome(done: asyncio.Task[Outcome]) -> Outcome:
+    if done.cancelled():
+        return CANCELLED
+    error = done.exception()
+    if error is not None:  # a BaseException the executor does not catch
+        return Outcome(Status.FAILED, error=f"{type(error).__name__}: {error}")
+    return done.result()
