@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 
 from jobq.database import database_url
 from jobq.errors import InvalidAppPath, InvalidOption, UnknownTask
+from jobq.limits import Limit, Rate
 from jobq.locks import AdvisoryLock, Lease, Mutex, TimeoutLock
 from jobq.periodic import Schedule
 from jobq.registry import Registry, TaskDefinition
@@ -145,6 +146,22 @@ class App:
             return task
 
         return register
+
+    # --- limits (jobq.limits) ----------------------------------------------------------
+
+    def set_limit(
+        self, queue: str, concurrency: int | None = None, rate: str | Rate | None = None
+    ) -> Limit | None:
+        """Limit ``queue`` to ``concurrency`` tasks at once and/or ``rate`` starts (``10/2s``).
+
+        Stored in the database, so every worker on every host obeys it within a second,
+        without a restart; it replaces the queue's previous limit. ``set_limit(queue)``
+        with neither clears it (and returns None).
+        """
+        if concurrency is None and rate is None:
+            self.store.clear_limit(queue)
+            return None
+        return self.store.set_limit(queue, concurrency=concurrency, rate=rate)
 
     # --- locks (jobq.locks), on this app's database --------------------------------------
 

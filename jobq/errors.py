@@ -57,3 +57,15 @@ class LockKindMismatch(JobqError, ValueError):
 
 class UnknownSchedule(JobqError, LookupError):
     """No schedule named {name!r} (see `jobq cron list`)."""
+
+
+class MissingExtra(JobqError, ImportError):
+    """{feature} needs the {extra!r} extra: pip install 'jobq[{extra}]'"""
+
+
+class TigerBeetleUnavailable(JobqError):
+    """TigerBeetle cluster {cluster} at {addresses} did not answer within {seconds:g} s"""
+
+
+class UnknownLimit(JobqError, LookupError):
+    """Queue {queue!r} has no limit (see `jobq limits show`)."""

@@ -193,3 +193,37 @@ schedules = sa.Table(
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
     sa.UniqueConstraint("task_id", name="jobq_schedules_task_id_key"),
 )
+
+#: Per-queue limits (jobq.limits): at most ``concurrency`` rows of the queue in progress,
+#: at most ``rate_count`` starts in any ``rate_period`` seconds. ``generation`` is drawn
+#: afresh by every change, so a limiter keeping its own state (TigerBeetle) can tell one
+#: setting from the next, even after a clear and a set of the same values.
+limits = sa.Table(
+    "jobq_limits",
+    metadata,
+    sa.Column("queue", sa.String(255), primary_key=True),
+    sa.Column("concurrency", sa.Integer(), nullable=True),
+    sa.Column("rate_count", sa.Integer(), nullable=True),
+    sa.Column("rate_period", sa.Float(), nullable=True),
+    sa.Column("generation", sa.BigInteger(), nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    sa.CheckConstraint("concurrency >= 1", name="jobq_limits_concurrency_positive"),
+    sa.CheckConstraint(
+        "(rate_count IS NULL AND rate_period IS NULL) OR (rate_count >= 1 AND rate_period > 0)",
+        name="jobq_limits_rate_valid",
+    ),
+    sa.CheckConstraint(
+        "concurrency IS NOT NULL OR rate_count IS NOT NULL", name="jobq_limits_not_empty"
+    ),
+)
+
+#: When tasks of rate-limited queues started, by the database's clock; rows older than
+#: the queue's period are deleted by the next capture from that queue.
+limit_starts = sa.Table(
+    "jobq_limit_starts",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("queue", sa.String(255), nullable=False),
+    sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
+)
+sa.Index("jobq_limit_starts_queue", limit_starts.c.queue, limit_starts.c.started_at)

@@ -20,6 +20,8 @@ from sqlalchemy.engine import Connection, Engine
 from jobq import run_end
 from jobq.database import Database
 from jobq.enqueuer import Enqueuer
+from jobq.limits import Limiter
+from jobq.limits.sql import SQL_LIMITER, Limits
 from jobq.periodic import Periodic
 from jobq.prepared import Prepared
 from jobq.retry import Backoff, ExponentialBackoff
@@ -39,7 +41,7 @@ _LOCK_KEY_RACE_TRIES = 5
 _T = TypeVar("_T")
 
 
-class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic):
+class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
     """Tasks in SQL rows: enqueue, capture, set_status, heartbeat, rescue, prune."""
 
     def __init__(
@@ -76,15 +78,36 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic):
         queues: Sequence[str] | str | None = None,
         worker_id: str,
         lease: float | None = None,
+        limiter: Limiter | None = None,
     ) -> list[Task]:
         """Atomically move at most ``limit`` capturable tasks to in_progress for ``worker_id``.
 
         Order: highest priority, then earliest run_at, then lowest id. ``lease`` overrides
         each task's own lease seconds. Each returned task carries its new ``attempt``.
+        Limited queues (set_limit) come first, as many as ``limiter`` (by default the
+        database itself) allows; each is atomic on its own.
         """
         names = _capture_options(limit, queues, worker_id, lease)
-        return self._retrying_lock_key_races(
-            lambda: self._capture(None, limit, names, worker_id, lease)
+        return self._capture_all(limit, names, worker_id, lease, limiter)
+
+    def _capture_all(
+        self,
+        limit: int,
+        names: list[str] | None,
+        worker_id: str,
+        lease: float | None,
+        limiter: Limiter | None,
+    ) -> list[Task]:
+        """Limited queues through the limiter, then the others in one statement."""
+        captured: list[Task] = []
+        limited = self.limited_queues(names) if limit else {}
+        if limited:
+            captured = (limiter or SQL_LIMITER).capture(
+                self, limited, limit, worker_id=worker_id, lease=lease
+            )
+        rest = limit - len(captured)
+        return captured + self._retrying_lock_key_races(
+            lambda: self._capture(None, rest, names, worker_id, lease)
         )
 
     def _capture(
@@ -94,10 +117,11 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic):
         names: list[str] | None,
         worker_id: str,
         lease: float | None,
+        unlimited_only: bool = True,
     ) -> list[Task]:
         if limit == 0 or names == []:
             return []
-        shape = _capture_shape(names, lease)
+        shape = (*_capture_shape(names, lease), unlimited_only)
         stmt = self.db.prepare(("capture", *shape), lambda: self.dialect.capture_statement(*shape))
         params = _capture_parameters(limit, names, worker_id, lease)
         rows = self.db.run(stmt, params, connection=connection, fetch=True)
@@ -173,6 +197,7 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic):
         queues: Sequence[str] | str | None = None,
         worker_id: str,
         lease: float | None = None,
+        limiter: Limiter | None = None,
     ) -> tuple[int, list[Task]]:
         """set_statuses(completions), then capture(limit, ...), in one transaction.
 
@@ -181,13 +206,14 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic):
         records come back (a failure due for retry at once waits for the next capture), and
         the ends of recurring runs follow in a transaction of their own (should the process
         die between the two, rescue ends those runs once their leases expire).
+        With limited queues among ``queues``, the ends are recorded first, on their own,
+        so that the limits see the slots they free.
         Returns how many completions applied, and the captured tasks.
         """
         names = _capture_options(limit, queues, worker_id, lease)
-        if not completions:
-            return 0, self._retrying_lock_key_races(
-                lambda: self._capture(None, limit, names, worker_id, lease)
-            )
+        if not completions or (limit and self.limited_queues(names)):
+            applied = self.set_statuses(completions)
+            return applied, self._capture_all(limit, names, worker_id, lease, limiter)
         params = self._record_parameters(completions)
         return self._retrying_lock_key_races(
             lambda: self._complete_and_capture(completions, params, limit, names, worker_id, lease)

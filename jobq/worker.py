@@ -24,6 +24,8 @@ from jobq import executor, locks
 from jobq.app import App
 from jobq.errors import JobqError
 from jobq.executor import Outcome
+from jobq.limits import Limiter
+from jobq.limits.sql import SQL_LIMITER
 from jobq.runner import Run, Runner
 from jobq.tasks import Completion, Status, Task
 from jobq.validation import check_int, check_key, check_seconds, queue_list
@@ -51,6 +53,7 @@ class Worker:
         burst: bool = False,
         worker_id: str | None = None,
         rescue_interval: float = 5.0,
+        limiter: Limiter | None = None,
     ) -> None:
         check_int("concurrency", concurrency, minimum=1)
         check_seconds("grace", grace)
@@ -69,6 +72,8 @@ class Worker:
         self.poll_interval = poll_interval
         self.burst = burst
         self.rescue_interval = rescue_interval
+        #: Enforces the queues' limits: the database itself unless given another.
+        self.limiter: Limiter = limiter or SQL_LIMITER
         #: Counts of what happened: done, failed, released, stale, lost, timed_out, ...
         self.stats: Counter[str] = Counter()
         self._runs: dict[Fence, Run] = {}
@@ -105,11 +110,18 @@ class Worker:
         finally:
             self._stop_listening.set()
             self._runner.shutdown()
+            self._close_limiter()
             try:
                 self.store.unregister_worker(self.worker_id)
             except JobqError as error:
                 log.warning("could not unregister worker %s: %s", self.worker_id, error)
             log.info("worker %s stopped: %s", self.worker_id, dict(self.stats))
+
+    def _close_limiter(self) -> None:
+        self.stats.update(getattr(self.limiter, "stats", {}))
+        close = getattr(self.limiter, "close", None)
+        if close is not None and self.limiter is not SQL_LIMITER:
+            close()
 
     def _sync_schedules(self) -> None:
         """Store the app's cron schedules: new ones, changes, and those no longer defined."""
@@ -219,8 +231,9 @@ class Worker:
         frees_lock_key, self._frees_lock_key = self._frees_lock_key, False
         try:
             applied, captured = self.store.complete_and_capture(
-                batch, free, queues=self.queues, worker_id=self.worker_id, lease=self.lease
-            )
+                batch, free, queues=self.queues, worker_id=self.worker_id, lease=self.lease,
+                limiter=self.limiter,
+            )  # fmt: skip
         except JobqError as error:
             log.error("capture failed, will retry: %s", error)
             self._unrecorded = batch + self._unrecorded
@@ -229,7 +242,7 @@ class Worker:
             return []
         # Capture may share a statement (one snapshot) with the ends it records.
         self._capture_again = frees_lock_key and len(captured) < free
-        self._count_stale(len(batch) - applied)
+        self._recorded(batch, applied)
         self._start(captured)
         self.stats["captured"] += len(captured)
         return captured
@@ -296,9 +309,13 @@ class Worker:
             self._frees_lock_key |= frees_lock_key
             time.sleep(min(self.poll_interval, 1.0))
             return
-        self._count_stale(len(batch) - applied)
+        self._recorded(batch, applied)
 
-    def _count_stale(self, stale: int) -> None:
+    def _recorded(self, batch: list[Completion], applied: int) -> None:
+        """``batch`` is written (``applied`` of them were not stale): free the runs' slots."""
+        if batch:
+            self.limiter.release((end.id, end.attempt) for end in batch)
+        stale = len(batch) - applied
         if stale:
             self.stats["stale"] += stale
             log.warning("%d outcome(s) were stale: their leases expired and were taken over", stale)
@@ -325,16 +342,22 @@ class Worker:
         except JobqError as error:
             log.error("heartbeat failed, will retry: %s", error)
             return
-        for fence in owned:
-            if fence[0] not in extended:
-                run = self._runs[fence]
-                run.ended = True
-                self._runner.cancel(run)
-                self.stats["lost"] += 1
-                log.warning(
-                    "task %d attempt %d: lease lost (expired and taken over); its outcome "
-                    "will be dropped", fence[0], fence[1],
-                )  # fmt: skip
+        self.limiter.renew(
+            (fence, self.lease or self._runs[fence].task.lease)
+            for fence in owned
+            if fence[0] in extended
+        )
+        lost = [fence for fence in owned if fence[0] not in extended]
+        self.limiter.release(lost)
+        for fence in lost:
+            run = self._runs[fence]
+            run.ended = True
+            self._runner.cancel(run)
+            self.stats["lost"] += 1
+            log.warning(
+                "task %d attempt %d: lease lost (expired and taken over); its outcome "
+                "will be dropped", fence[0], fence[1],
+            )  # fmt: skip
 
     def _rescue(self) -> None:
         try:

@@ -27,6 +27,7 @@ from jobq.cli.common import (
     store_for,
 )
 from jobq.cli.cron import cron
+from jobq.cli.limits import limits
 from jobq.cli.locks import locks
 from jobq.cli.output import count, field_text, table, when, worker_row
 from jobq.cli.params import Duration, JsonObject, Key, read_task_file
@@ -317,3 +318,4 @@ if __name__ == "__main__":
 main.add_command(worker)
 main.add_command(locks)
 main.add_command(cron)
+main.add_command(limits)

@@ -11,6 +11,7 @@ import click
 from jobq import logs
 from jobq.app import load_app
 from jobq.cli.common import clear_errors
+from jobq.limits import Limiter
 from jobq.store import Store
 from jobq.worker import Worker
 
@@ -32,6 +33,23 @@ from jobq.worker import Worker
     "--poll-interval", type=click.FloatRange(min=0, min_open=True), default=0.5, show_default=True
 )
 @click.option("--worker-id", default=None, help="Default: host:pid:random.")
+@click.option(
+    "--limiter", type=click.Choice(["sql", "tigerbeetle"]), default="sql", show_default=True,
+    help="What enforces the queues' limits (`jobq limits`): the database, or TigerBeetle.",
+)  # fmt: skip
+@click.option(
+    "--tigerbeetle-addresses", default=None, envvar="JOBQ_TIGERBEETLE_ADDRESSES",
+    help="With --limiter tigerbeetle: the replicas' addresses, e.g. 3000 or 10.0.0.1:3000,...",
+)  # fmt: skip
+@click.option(
+    "--tigerbeetle-cluster", type=click.IntRange(min=0, max=2**128 - 1), default=0,
+    show_default=True, help="With --limiter tigerbeetle: the cluster id.",
+)  # fmt: skip
+@click.option(
+    "--tigerbeetle-timeout", type=click.FloatRange(min=0, min_open=True), default=2.0,
+    show_default=True,
+    help="Seconds to wait for TigerBeetle; past that, limited queues wait until it answers.",
+)  # fmt: skip
 @click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
@@ -58,6 +76,10 @@ def worker(
     grace: float,
     poll_interval: float,
     worker_id: str | None,
+    limiter: str,
+    tigerbeetle_addresses: str | None,
+    tigerbeetle_cluster: int,
+    tigerbeetle_timeout: float,
     log_level: str,
     log_format: str,
     database_url: str | None,
@@ -72,6 +94,9 @@ def worker(
         running = Worker(
             app, queues=names, concurrency=concurrency, lease=lease, grace=grace,
             poll_interval=poll_interval, burst=burst, worker_id=worker_id,
+            limiter=_limiter(
+                limiter, tigerbeetle_addresses, tigerbeetle_cluster, tigerbeetle_timeout
+            ),
         )  # fmt: skip
         running.run()
     if running.stragglers:
@@ -80,3 +105,14 @@ def worker(
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
+
+
+def _limiter(kind: str, addresses: str | None, cluster: int, timeout: float) -> Limiter | None:
+    """The limiter named on the command line (None: the database's own)."""
+    if kind == "sql":
+        return None
+    if addresses is None:
+        raise click.UsageError("--limiter tigerbeetle needs --tigerbeetle-addresses")
+    from jobq.limits.tigerbeetle import TigerBeetleLimiter  # the optional extra
+
+    return TigerBeetleLimiter(addresses, cluster, deadline=timeout)

@@ -20,6 +20,7 @@ from jobq.schema import (
     HOLDS_UNIQUE_KEY,
     active,
     has_retries,
+    limits,
     locks,
     status_is,
     tasks,
@@ -111,6 +112,12 @@ def queue_filter(queue_count: int | None) -> sa.ColumnElement[bool]:
     return c.queue_id.in_([sa.bindparam(f"queue_{i}", type_=sa.String) for i in range(queue_count)])
 
 
+def unlimited_queue() -> sa.ColumnElement[bool]:
+    """Rows of queues without a limit (jobq_limits): captures of unlimited queues take only
+    these, so a limited queue is only ever captured by its limiter."""
+    return sa.not_(c.queue_id.in_(sa.select(limits.c.queue)))
+
+
 class Dialect:
     """One database's way of running jobq's statements. Subclasses register by ``name``."""
 
@@ -179,6 +186,15 @@ class Dialect:
     def now_plus(self, seconds: sa.ColumnElement[Any] | float) -> sa.ColumnElement[Any]:
         """The database's current time plus ``seconds`` (a number or a numeric column)."""
         raise NotImplementedError
+
+    def clock(self) -> sa.ColumnElement[Any]:
+        """The database's time when the expression is evaluated, even late in a transaction
+        (``now`` may be fixed when the transaction or statement began)."""
+        return self.now()
+
+    def clock_plus(self, seconds: sa.ColumnElement[Any] | float) -> sa.ColumnElement[Any]:
+        """clock() plus ``seconds``."""
+        return self.now_plus(seconds)
 
     # --- writes ---------------------------------------------------------------------
 
@@ -302,20 +318,24 @@ class Dialect:
             sa.select(c.id).where(c.unique_key == unique_key, HOLDS_UNIQUE_KEY)
         ).scalar()
 
-    def capturable_ids(self, now: sa.ColumnElement[Any], queue_count: int | None) -> sa.Select[Any]:
-        """The ids a capture takes: capturable at ``now``, in order, at most ``limit``."""
-        return (
-            sa.select(c.id)
-            .where(capturable(now), queue_filter(queue_count))
-            .order_by(*CAPTURE_ORDER)
-            .limit(sa.bindparam("limit", type_=sa.Integer))
-        )
+    def capturable_ids(
+        self, now: sa.ColumnElement[Any], queue_count: int | None, unlimited_only: bool = True
+    ) -> sa.Select[Any]:
+        """The ids a capture takes: capturable at ``now``, in order, at most ``limit``;
+        of unlimited queues only, unless told otherwise (by a limiter)."""
+        ids = sa.select(c.id).where(capturable(now), queue_filter(queue_count))
+        if unlimited_only:
+            ids = ids.where(unlimited_queue())
+        return ids.order_by(*CAPTURE_ORDER).limit(sa.bindparam("limit", type_=sa.Integer))
 
-    def capture_statement(self, queue_count: int | None, row_lease: bool) -> sa.Executable:
+    def capture_statement(
+        self, queue_count: int | None, row_lease: bool, unlimited_only: bool = True
+    ) -> sa.Executable:
         """The one statement that captures and returns every column of the captured rows.
 
         Parameters: ``limit``, ``worker_id``, ``queue_0``... (see queue_filter), and
-        ``lease_seconds`` unless ``row_lease``.
+        ``lease_seconds`` unless ``row_lease``. It leaves limited queues alone unless
+        ``unlimited_only`` is False.
         """
         raise NotImplementedError
 

@@ -49,8 +49,13 @@ class PostgresDialect(Dialect):
         return sa.func.now(type_=sa.DateTime(timezone=True))
 
     def now_plus(self, seconds: sa.ColumnElement[Any] | float) -> sa.ColumnElement[Any]:
-        interval = sa.func.make_interval(0, 0, 0, 0, 0, 0, seconds)
-        return sa.type_coerce(self.now() + interval, sa.DateTime(timezone=True))
+        return _plus(self.now(), seconds)
+
+    def clock(self) -> sa.ColumnElement[Any]:
+        return sa.func.clock_timestamp(type_=sa.DateTime(timezone=True))
+
+    def clock_plus(self, seconds: sa.ColumnElement[Any] | float) -> sa.ColumnElement[Any]:
+        return _plus(self.clock(), seconds)
 
     def json_array_rows(
         self, array: sa.BindParameter[str]
@@ -80,18 +85,21 @@ class PostgresDialect(Dialect):
     def json_from_text(self, text: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
         return sa.cast(text, pg.JSON)
 
-    def capture_statement(self, queue_count: int | None, row_lease: bool) -> sa.Executable:
-        return self._capture_update(queue_count, row_lease).returning(*tasks.c)
+    def capture_statement(
+        self, queue_count: int | None, row_lease: bool, unlimited_only: bool = True
+    ) -> sa.Executable:
+        return self._capture_update(queue_count, row_lease, unlimited_only).returning(*tasks.c)
 
     def _capture_update(
         self,
         queue_count: int | None,
         row_lease: bool,
+        unlimited_only: bool,
         skip: sa.ColumnElement[bool] | None = None,
     ) -> sa.Update:
         """capture_statement without its RETURNING; ``skip`` excludes more rows."""
         now = self.now()
-        ids = self.capturable_ids(now, queue_count)
+        ids = self.capturable_ids(now, queue_count, unlimited_only)
         if skip is not None:
             ids = ids.where(sa.not_(skip))
         # A CTE, so the planner cannot re-run the LIMIT subquery per row and claim more
@@ -116,7 +124,7 @@ class PostgresDialect(Dialect):
         # A run recorded here may also look capturable (its lease expired, unrescued);
         # one statement must not update a row twice, so the capture leaves it alone.
         skip = c.id.in_(sa.select(recorded.c.id))
-        captured = self._capture_update(queue_count, row_lease, skip)
+        captured = self._capture_update(queue_count, row_lease, True, skip)
         captured_rows = captured.returning(*tasks.c).cte("captured")
         applied = sa.select(sa.func.count()).select_from(recorded).scalar_subquery()
         one = sa.select(sa.literal(1).label("one")).subquery("one")
@@ -152,6 +160,11 @@ class PostgresDialect(Dialect):
     def advisory_unlock_statement(self) -> sa.Executable:
         key = sa.bindparam("key", type_=sa.BigInteger)
         return sa.select(sa.func.pg_advisory_unlock(key, type_=sa.Boolean))
+
+
+def _plus(moment: sa.ColumnElement[Any], seconds: Any) -> sa.ColumnElement[Any]:
+    interval = sa.func.make_interval(0, 0, 0, 0, 0, 0, seconds)
+    return sa.type_coerce(moment + interval, sa.DateTime(timezone=True))
 
 
 #: The channel that revision 0003's trigger notifies after each INSERT into jobq_tasks.

@@ -88,11 +88,13 @@ class SQLiteDialect(Dialect):
         ]
         return sa.select(*columns).select_from(each).subquery("record")
 
-    def capture_statement(self, queue_count: int | None, row_lease: bool) -> sa.Executable:
+    def capture_statement(
+        self, queue_count: int | None, row_lease: bool, unlimited_only: bool = True
+    ) -> sa.Executable:
         # The engine's BEGIN IMMEDIATE already serialises writers, so one UPDATE with a
         # LIMIT subquery is atomic.
         now = self.now()
-        picked = self.capturable_ids(now, queue_count)
+        picked = self.capturable_ids(now, queue_count, unlimited_only)
         stmt = (
             sa.update(tasks)
             .where(c.id.in_(picked))

@@ -1,0 +1,233 @@
+"""Limits in SQL (a part of Store): define them, and enforce them inside capture.
+
+Every capture statement leaves limited queues out (``queue_id NOT IN jobq_limits``), so
+an unlimited queue's capture pays one anti-join with a small table and nothing more: no
+extra statement, no lock. A limited queue is captured by its limiter. The sql limiter does
+it in a transaction of its own that locks the queue's jobq_limits row first, so captures
+of one limited queue run one at a time on every database, then counts what runs and
+what started, and captures at most what is left.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from jobq.database import Database
+from jobq.dialects import Dialect
+from jobq.limits import Limit, Rate, parse_rate
+from jobq.schema import limit_starts, limits, status_is, tasks
+from jobq.tasks import Status, Task
+from jobq.validation import check_key
+
+if TYPE_CHECKING:
+    from jobq.limits import Limiter
+
+c = tasks.c
+lc = limits.c
+sc = limit_starts.c
+
+#: Seconds a Store trusts its copy of jobq_limits before reading it again. A queue limited
+#: meanwhile is already left out of every capture (the statement reads the table itself);
+#: until then it is simply not captured by this Store.
+LIMITS_REFRESH = 1.0
+
+
+class Limits:
+    """Per-queue limits: set, clear and read them; capture limited queues within them."""
+
+    db: Database
+    dialect: Dialect
+    _limits_cache: tuple[float, dict[str, Limit]] | None = None
+
+    def _capture(
+        self,
+        connection: Connection | None,
+        limit: int,
+        names: list[str] | None,
+        worker_id: str,
+        lease: float | None,
+        unlimited_only: bool = True,
+    ) -> list[Task]:
+        raise NotImplementedError  # Store's
+
+    # --- definitions ---------------------------------------------------------------
+
+    def set_limit(
+        self, queue: str, *, concurrency: int | None = None, rate: str | Rate | None = None
+    ) -> Limit:
+        """Limit ``queue`` to ``concurrency`` tasks at once and/or ``rate`` starts per period.
+
+        Replaces the queue's previous limit; running tasks are never stopped, so lowering
+        a limit takes effect as they end. ``rate`` is a Rate or text such as ``10/2s``.
+        """
+        check_key("queue", queue, required=True)
+        parsed = Limit(
+            queue, concurrency, None if rate is None else parse_rate(rate),
+            generation=secrets.randbits(62) + 1,
+        )  # fmt: skip
+        values = {
+            "concurrency": parsed.concurrency,
+            "rate_count": parsed.rate.count if parsed.rate else None,
+            "rate_period": parsed.rate.period if parsed.rate else None,
+            "generation": parsed.generation,
+            "updated_at": self.dialect.now(),
+        }
+        with self.db.unit(atomic=True) as conn:
+            changed = conn.execute(
+                sa.update(limits).where(lc.queue == queue).values(**values)
+            ).rowcount
+            if not changed:
+                conn.execute(sa.insert(limits).values(queue=queue, **values))
+        self._limits_cache = None
+        return parsed
+
+    def clear_limit(self, queue: str) -> bool:
+        """Remove ``queue``'s limit (it becomes unlimited); False if it had none."""
+        check_key("queue", queue, required=True)
+        with self.db.unit(atomic=True) as conn:
+            cleared = conn.execute(sa.delete(limits).where(lc.queue == queue)).rowcount
+            conn.execute(sa.delete(limit_starts).where(sc.queue == queue))
+        self._limits_cache = None
+        return bool(cleared)
+
+    def limits(self) -> dict[str, Limit]:
+        """Every queue's limit, by queue name."""
+        with self.db.unit(read_only=True) as conn:
+            rows = conn.execute(sa.select(limits).order_by(lc.queue)).all()
+        return {row.queue: _limit_of(row) for row in rows}
+
+    def limit_usage(self) -> dict[str, tuple[int, int]]:
+        """For each limited queue: tasks running now, and starts within its rate period."""
+        now = self.dialect.now()
+        running = (
+            sa.select(sa.func.count())
+            .where(c.queue_id == lc.queue, _running(now))
+            .scalar_subquery()
+        )
+        started = (
+            sa.select(sa.func.count())
+            .where(sc.queue == lc.queue, sc.started_at > self.dialect.now_plus(-lc.rate_period))
+            .scalar_subquery()
+        )
+        stmt = sa.select(lc.queue, running, sa.case((lc.rate_count.is_(None), 0), else_=started))
+        with self.db.unit(read_only=True) as conn:
+            return {queue: (run, start) for queue, run, start in conn.execute(stmt)}
+
+    def limited_queues(self, names: Sequence[str] | None = None) -> dict[str, Limit]:
+        """The limits of ``names`` (None: every queue), as read at most LIMITS_REFRESH s ago."""
+        cached = self._limits_cache
+        if cached is None or time.monotonic() - cached[0] > LIMITS_REFRESH:
+            cached = self._limits_cache = (time.monotonic(), self.limits())
+        if names is None:
+            return dict(cached[1])
+        return {name: cached[1][name] for name in names if name in cached[1]}
+
+    # --- capture ---------------------------------------------------------------------
+
+    def capture_within_limit(
+        self, queue: str, wanted: int, *, worker_id: str, lease: float | None
+    ) -> list[Task]:
+        """Capture at most ``wanted`` tasks of ``queue`` that its stored limit allows now.
+
+        One transaction, holding the queue's jobq_limits row locked: no concurrent capture
+        of the queue can see the same free room. Nothing if the limit was cleared meanwhile
+        (the queue is then captured as an unlimited one).
+        """
+        with self.db.unit(atomic=True) as conn:
+            row = conn.execute(sa.select(limits).where(lc.queue == queue).with_for_update()).first()
+            if row is None:
+                return []
+            limit = _limit_of(row)
+            # The time after the lock was granted: a transaction's now() on PostgreSQL is
+            # when it began, which may be long before, while it waited for the lock.
+            clock = self.dialect.clock()
+            room = wanted
+            if limit.concurrency is not None:
+                running = conn.execute(
+                    sa.select(sa.func.count()).where(c.queue_id == queue, _running(clock))
+                ).scalar_one()
+                room = min(room, limit.concurrency - running)
+            if limit.rate is not None and room > 0:
+                room = min(room, self._rate_room(conn, queue, limit.rate, clock))
+            if room <= 0:
+                return []
+            captured = self._capture(conn, room, [queue], worker_id, lease, unlimited_only=False)
+            if limit.rate is not None and captured:
+                # One start per captured row, at the time of capture.
+                starts = sa.select(sa.literal(queue, sa.String), self.dialect.clock()).where(
+                    c.id.in_([task.id for task in captured])
+                )
+                conn.execute(sa.insert(limit_starts).from_select(["queue", "started_at"], starts))
+        return captured
+
+    def _rate_room(self, conn: Connection, queue: str, rate: Rate, clock: Any) -> int:
+        """How many more starts ``rate`` allows now; forgets the starts it no longer counts."""
+        window_start = self.dialect.clock_plus(-rate.period)
+        conn.execute(
+            sa.delete(limit_starts).where(sc.queue == queue, sc.started_at <= window_start)
+        )
+        started = conn.execute(
+            sa.select(sa.func.count()).where(sc.queue == queue, sc.started_at > window_start)
+        ).scalar_one()
+        return rate.count - started
+
+    def capture_from_limited_queue(
+        self, queue: str, wanted: int, *, worker_id: str, lease: float | None
+    ) -> list[Task]:
+        """Capture at most ``wanted`` tasks of ``queue`` whether or not it is limited.
+
+        For a limiter that enforces the limit elsewhere and has granted ``wanted`` runs.
+        """
+        return self._capture(None, wanted, [queue], worker_id, lease, unlimited_only=False)
+
+
+class SqlLimiter:
+    """The default limiter: limits enforced by the database inside each capture."""
+
+    def capture(
+        self,
+        store: Any,
+        limited: Mapping[str, Limit],
+        wanted: int,
+        *,
+        worker_id: str,
+        lease: float | None,
+    ) -> list[Task]:
+        """Capture from each limited queue in turn, as much as its limit leaves room for."""
+        captured: list[Task] = []
+        for queue in limited:
+            if len(captured) >= wanted:
+                break
+            captured += store.capture_within_limit(
+                queue, wanted - len(captured), worker_id=worker_id, lease=lease
+            )
+        return captured
+
+    def release(self, fences: Iterable[tuple[int, int]]) -> None:
+        """Nothing to free: a run's row is its slot."""
+
+    def renew(self, runs: Iterable[tuple[tuple[int, int], float]]) -> None:
+        """Nothing to renew: a run's lease is its slot's."""
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
+#: The limiter a Store uses when not given one.
+SQL_LIMITER: Limiter = SqlLimiter()
+
+
+def _running(now: Any) -> sa.ColumnElement[bool]:
+    """Runs holding a slot: in progress with a lease not yet expired."""
+    return sa.and_(status_is(Status.IN_PROGRESS), c.locked_until >= now)
+
+
+def _limit_of(row: Any) -> Limit:
+    rate = None if row.rate_count is None else Rate(row.rate_count, float(row.rate_period))
+    return Limit(row.queue, row.concurrency, rate, generation=row.generation)
