@@ -100,6 +100,8 @@ def capture_statement(store: jobq.Store, action: Callable[[], Any]) -> Statement
         seen.append(Statement(statement, params, transactional))
         raise _Stop
 
+    # Capture reads the queues' limits first when its copy is older than a second.
+    store.limited_queues()
     event.listen(store.engine, "before_cursor_execute", listener)
     try:
         action()

@@ -8,6 +8,8 @@ a temporary SQLite file).
 
 from __future__ import annotations
 
+import time
+
 import jobq
 
 app = jobq.App()
@@ -21,3 +23,9 @@ def noop(n: int = 0) -> None:
 @app.task(name="bench.noop_async")
 async def noop_async(n: int = 0) -> None:
     return None
+
+
+@app.task(name="bench.sleep")
+def sleep(ms: float = 0) -> None:
+    """Hold a slot for ``ms`` milliseconds (limit_drain.py: a limit that binds)."""
+    time.sleep(ms / 1000)

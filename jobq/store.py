@@ -102,8 +102,10 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
         captured: list[Task] = []
         limited = self.limited_queues(names) if limit else {}
         if limited:
-            captured = (limiter or SQL_LIMITER).capture(
-                self, limited, limit, worker_id=worker_id, lease=lease
+            captured = self._retrying_lock_key_races(
+                lambda: (limiter or SQL_LIMITER).capture(
+                    self, limited, limit, worker_id=worker_id, lease=lease
+                )
             )
         rest = limit - len(captured)
         return captured + self._retrying_lock_key_races(

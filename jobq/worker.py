@@ -213,7 +213,8 @@ class Worker:
                 shortest = min(self.lease or task.lease for task in captured)
                 next_heartbeat = min(next_heartbeat, time.monotonic() + shortest / 3)
             idle = not captured and not self._runs and not self._unrecorded
-            if self.burst and idle and not recorded_failures and not self._capture_again:
+            done = idle and not recorded_failures and not self._capture_again
+            if self.burst and done and not self._held_back():
                 return
             if captured and len(captured) == free:
                 continue  # every slot filled; more may be waiting
@@ -224,6 +225,14 @@ class Worker:
             self._collect(
                 wait=self.poll_interval if not self._runs else min(self.poll_interval, 0.05)
             )
+
+    def _held_back(self) -> bool:
+        """Whether tasks wait in limited queues that are full now (burst mode keeps going)."""
+        try:
+            return self.store.limited_waiting(self.queues)
+        except JobqError as error:
+            log.error("could not look at the limited queues, will retry: %s", error)
+            return True
 
     def _capture(self, free: int) -> list[Task]:
         """Record the finished runs and capture up to ``free`` tasks, in one transaction."""

@@ -16,9 +16,10 @@ import pytest
 import sqlalchemy as sa
 
 import jobq
+from tests import tigerbeetle_server
 
 BACKENDS = ["sqlite", "postgresql"]
-ENV = {"postgresql": "JOBQ_TEST_POSTGRES_URL"}
+ENV = {"postgresql": "JOBQ_TEST_POSTGRES_URL", "tigerbeetle": "JOBQ_TEST_TIGERBEETLE_BIN"}
 
 
 def required() -> set[str]:
@@ -28,6 +29,8 @@ def required() -> set[str]:
 def missing(backend: str) -> None:
     """Skip for want of ``backend``, or fail when the run requires it."""
     reason = f"{backend} not configured: set {ENV[backend]}"
+    if backend == "tigerbeetle":
+        reason = "no tigerbeetle server binary: put one on PATH or set JOBQ_TEST_TIGERBEETLE_BIN"
     if backend in required():
         pytest.fail(f"{reason} (required by JOBQ_TEST_REQUIRE)")
     pytest.skip(reason)
@@ -98,3 +101,14 @@ def _drop_jobq_tables(url: str) -> None:
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql("DROP FUNCTION IF EXISTS jobq_notify_enqueued()")
     engine.dispose()
+
+
+@pytest.fixture
+def tigerbeetle(tmp_path: Path) -> Iterator[tigerbeetle_server.Server]:
+    """A fresh single-replica TigerBeetle server (skips without a binary); stopped after."""
+    pytest.importorskip("tigerbeetle", reason="the tigerbeetle client is not installed")
+    executable = tigerbeetle_server.binary()
+    if executable is None:
+        missing("tigerbeetle")
+    with tigerbeetle_server.running(executable, tmp_path) as server:
+        yield server

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection
 
 from jobq.database import Database
 from jobq.dialects import Dialect
+from jobq.dialects.base import waiting
 from jobq.limits import Limit, Rate, parse_rate
 from jobq.schema import limit_starts, limits, status_is, tasks
 from jobq.tasks import Status, Task
@@ -127,6 +128,19 @@ class Limits:
         if names is None:
             return dict(cached[1])
         return {name: cached[1][name] for name in names if name in cached[1]}
+
+    def limited_waiting(self, names: Sequence[str] | None = None) -> bool:
+        """Whether a limited queue among ``names`` (None: any) has a task due but held back."""
+        limited = self.limited_queues(names)
+        if not limited:
+            return False
+        stmt = (
+            sa.select(c.id)
+            .where(c.queue_id.in_(list(limited)), waiting(c), c.run_at <= self.dialect.now())
+            .limit(1)
+        )
+        with self.db.unit(read_only=True) as conn:
+            return conn.execute(stmt).first() is not None
 
     # --- capture ---------------------------------------------------------------------
 

@@ -268,7 +268,8 @@ class TigerBeetleLimiter:
             # Slots were asked for before the rows' own leases were known.
             default = _seconds(DEFAULT_SLOT_SECONDS)
             self.renew([(t.fence, t.lease) for t in tasks if _seconds(t.lease) != default])
-        self._flush_voids()
+        with suppress(TigerBeetleUnavailable):  # the tasks are captured: hand them over
+            self._flush_voids()
         return tasks
 
     def _slot_transfer(self, queue: str, lease: float) -> Any:
