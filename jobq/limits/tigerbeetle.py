@@ -8,10 +8,13 @@ linked), and a worker killed mid-run loses it when it times out. A start takes a
 transfer of 1 out of the starts account with timeout = the rate's period, never voided:
 it returns by itself once the period is over. EXCEEDS_CREDITS means the queue is full.
 
-The limits themselves live in SQL (jobq_limits); each worker moves an account's funding
-to its queue's limit (a transfer whose id derives from the limit's generation and the
-account's posted totals, so two workers making the same move make it once). Lowering
-never takes a slot from a running task: the funding drops as slots come back.
+The limits themselves live in SQL (jobq_limits). A worker moves an account's funding to
+its queue's limit as read from the database just before, with a transfer whose id
+derives from the limit's generation and the account's posted totals, so that two
+workers making the same move make it once. Lowering never takes a slot from a running
+task: the funding drops as slots come back. (A worker that read the limit just before it
+changed may still move the funding back to it; the next check, within a second, moves
+it again.)
 
 TigerBeetle's client retries forever, so every call here has a deadline. A call that
 misses it makes the limiter unavailable until that call returns: the worker captures
@@ -50,8 +53,10 @@ Fence = tuple[int, int]
 #: jobq's ledger and transfer codes: all its accounts share one ledger of their own.
 LEDGER = 0x6A71  # "jq"
 FUNDING, SLOT, START = 1, 2, 3
-#: Seconds between two checks of an account's funding against its limit.
+#: Seconds between two moves of an account's funding toward its limit.
 RECONCILE_EVERY = 1.0
+#: Seconds between two checks of an account already funded as its limit says.
+RECHECK_EVERY = 5.0
 #: Seconds a queue that was full is left alone before asking for slots again.
 FULL_BACKOFF = 0.05
 
@@ -153,7 +158,14 @@ class TigerBeetleLimiter:
                     break
                 if time.monotonic() < self._full_until.get(queue, 0.0):
                     continue
-                self._fund(limit)
+                if self._funding_due(limit):
+                    # The limit as stored now, not the Store's copy of up to a second ago:
+                    # moving the funding back to an old limit would undo a change.
+                    fresh = store.limits().get(queue)
+                    if fresh is None:
+                        continue  # cleared: the queue is unlimited from now on
+                    limit = fresh
+                    self._fund(limit)
                 grants = self._acquire(limit, want, lease or DEFAULT_SLOT_SECONDS)
                 if len(grants) < want:
                     self._full_until[queue] = time.monotonic() + FULL_BACKOFF
@@ -315,11 +327,11 @@ class TigerBeetleLimiter:
 
     # --- accounts and funding ----------------------------------------------------------
 
-    def _fund(self, limit: Limit) -> None:
-        """Create the queue's accounts once; move their funding to the limit's values."""
+    def _funding_due(self, limit: Limit) -> dict[str, int]:
+        """The queue's accounts whose funding to check now, with the limit's value for each."""
         now = time.monotonic()
         targets = {"slots": limit.concurrency, "starts": limit.rate.count if limit.rate else None}
-        due = {
+        return {
             kind: target for kind, target in targets.items()
             if target is not None
             and (
@@ -328,6 +340,11 @@ class TigerBeetleLimiter:
                 or now >= funded[1]
             )
         }  # fmt: skip
+
+    def _fund(self, limit: Limit) -> None:
+        """Create the queue's accounts once; move their funding to the limit's values."""
+        now = time.monotonic()
+        due = self._funding_due(limit)
         if not due:
             return
         self._create_accounts(limit.queue)
@@ -338,8 +355,9 @@ class TigerBeetleLimiter:
         moves = []
         for kind, target in due.items():
             move = _funding_move(kind, limit, accounts[account_id(kind, limit.queue)], target)
-            # Funded as the limit says: look again only when the limit changes.
-            again = math.inf if move is None else now + RECONCILE_EVERY
+            # Funded as the limit says: look again now and then, in case a worker that
+            # read an older limit moved it meanwhile.
+            again = now + (RECHECK_EVERY if move is None else RECONCILE_EVERY)
             self._funded[(limit.queue, kind)] = (limit.generation, again)
             if move is not None:
                 moves.append(move)
