@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -45,17 +45,8 @@ class Limits:
     db: Database
     dialect: Dialect
     _limits_cache: tuple[float, dict[str, Limit]] | None = None
-
-    def _capture(
-        self,
-        connection: Connection | None,
-        limit: int,
-        names: list[str] | None,
-        worker_id: str,
-        lease: float | None,
-        unlimited_only: bool = True,
-    ) -> list[Task]:
-        raise NotImplementedError  # Store's
+    #: Store._capture: capture on ``connection``, of limited queues too if not unlimited_only.
+    _capture: Callable[..., list[Task]]
 
     # --- definitions ---------------------------------------------------------------
 
