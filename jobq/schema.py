@@ -209,7 +209,8 @@ limits = sa.Table(
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
     sa.CheckConstraint("concurrency >= 1", name="jobq_limits_concurrency_positive"),
     sa.CheckConstraint(
-        "(rate_count IS NULL AND rate_period IS NULL) OR (rate_count >= 1 AND rate_period > 0)",
+        "(rate_count IS NULL AND rate_period IS NULL) OR (rate_count IS NOT NULL"
+        " AND rate_period IS NOT NULL AND rate_count >= 1 AND rate_period > 0)",
         name="jobq_limits_rate_valid",
     ),
     sa.CheckConstraint(

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from jobq.durations import format_duration, parse_duration
+from jobq.durations import MAX_SECONDS, UNITS, parse_duration
 from jobq.errors import InvalidOption
 
 if TYPE_CHECKING:
@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from jobq.tasks import Task
 
 __all__ = ["Limit", "Limiter", "Rate", "parse_rate"]
+
+#: The largest count or concurrency: the columns are 32-bit integers.
+MAX_COUNT = 2**31 - 1
 
 _RATE = re.compile(r"\s*(\d+)\s*/\s*(.+?)\s*")
 
@@ -35,15 +38,16 @@ class Rate:
     period: float
 
     def __post_init__(self) -> None:
-        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
-            reason = f"count {self.count!r} is not a positive integer"
-            raise InvalidOption(option="rate", reason=reason)
+        check_count("rate", self.count, "count ")
         period = self.period
         if isinstance(period, bool) or not isinstance(period, int | float):
             reason = f"period {period!r} is not a number of seconds"
             raise InvalidOption(option="rate", reason=reason)
         if not math.isfinite(period) or period <= 0:
             raise InvalidOption(option="rate", reason=f"period {period!r} must be positive")
+        if period > MAX_SECONDS:
+            reason = f"period {period!r} is longer than the maximum of 100 years"
+            raise InvalidOption(option="rate", reason=reason)
 
     def __str__(self) -> str:
         return f"{self.count}/{_format_period(self.period)}"
@@ -58,12 +62,17 @@ def parse_rate(value: str | Rate) -> Rate:
             option="rate", reason=f"{value!r} is not N/PERIOD, such as 10/2s or 100/1m"
         )
     count, period = match.groups()
-    if period[0].isalpha():
-        period = "1" + period  # "5/s" reads as five per second
     try:
-        seconds = parse_duration(period)
+        # "5/s" reads as five per second.
+        seconds = parse_duration("1" + period if period[0].isalpha() else period)
     except ValueError as error:
-        raise InvalidOption(option="rate", reason=f"{value!r}: {error}") from None
+        problem = (
+            "is longer than the maximum of 100 years"
+            if "longer than" in str(error)
+            else "is not a duration such as 2s, 1m or 1h30m"
+        )
+        reason = f"{value!r}: the period {period!r} {problem}"
+        raise InvalidOption(option="rate", reason=reason) from None
     return Rate(int(count), seconds)
 
 
@@ -80,14 +89,8 @@ class Limit:
     generation: int = 0
 
     def __post_init__(self) -> None:
-        if self.concurrency is not None and (
-            isinstance(self.concurrency, bool)
-            or not isinstance(self.concurrency, int)
-            or self.concurrency < 1
-        ):
-            raise InvalidOption(
-                option="concurrency", reason=f"{self.concurrency!r} is not a positive integer"
-            )
+        if self.concurrency is not None:
+            check_count("concurrency", self.concurrency)
         if self.concurrency is None and self.rate is None:
             raise InvalidOption(
                 option="limit", reason=f"queue {self.queue!r}: give a concurrency, a rate, or both"
@@ -131,7 +134,22 @@ class Limiter(Protocol):
         ...
 
 
+def check_count(option: str, value: object, label: str = "") -> None:
+    """A positive integer that the database's 32-bit columns can store."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidOption(option=option, reason=f"{label}{value!r} is not a positive integer")
+    if value > MAX_COUNT:
+        reason = f"{label}{value} is above the maximum of {MAX_COUNT}"
+        raise InvalidOption(option=option, reason=reason)
+
+
 def _format_period(seconds: float) -> str:
-    if seconds < 1 or seconds != int(seconds):
+    """``seconds`` exactly, in the units parse_rate reads: ``2s``, ``1h30m15s``, ``0.5s``."""
+    if seconds != int(seconds):
         return f"{seconds:g}s"
-    return format_duration(seconds).replace(" ", "")
+    parts, remaining = [], int(seconds)
+    for unit in ("d", "h", "m", "s"):
+        amount, remaining = divmod(remaining, UNITS[unit])
+        if amount:
+            parts.append(f"{amount}{unit}")
+    return "".join(parts)
