@@ -43,8 +43,9 @@ from jobq.tasks import Task
 
 try:
     import tigerbeetle as tb
+    from tigerbeetle import client as tb_client
 except ImportError:  # pragma: no cover - exercised only without the extra
-    tb = None
+    tb = tb_client = None
 
 log = logging.getLogger("jobq.limits")
 
@@ -53,8 +54,8 @@ Fence = tuple[int, int]
 #: jobq's ledger and transfer codes: all its accounts share one ledger of their own.
 LEDGER = 0x6A71  # "jq"
 FUNDING, SLOT, START = 1, 2, 3
-#: Seconds between two moves of an account's funding toward its limit.
-RECONCILE_EVERY = 1.0
+#: Grants asked for in one call: each is up to two transfers, and a call holds 8,189.
+MAX_GRANTS = 4000
 #: Seconds between two checks of an account already funded as its limit says.
 RECHECK_EVERY = 5.0
 #: Seconds a queue that was full is left alone before asking for slots again.
@@ -107,7 +108,7 @@ class TigerBeetleLimiter:
         self.deadline = deadline
         try:
             self._client = tb.ClientSync(cluster_id=cluster, replica_addresses=addresses)
-        except tb.InitError as error:
+        except (tb_client.InitError, ValueError) as error:
             raise InvalidOption(
                 option="tigerbeetle-addresses", reason=f"{addresses!r}: {error}"
             ) from None
@@ -165,9 +166,10 @@ class TigerBeetleLimiter:
                     if fresh is None:
                         continue  # cleared: the queue is unlimited from now on
                     limit = fresh
-                    self._fund(limit)
-                grants = self._acquire(limit, want, lease or DEFAULT_SLOT_SECONDS)
-                if len(grants) < want:
+                # Ask only for what is free: TigerBeetle keeps every refused transfer.
+                want = min(want, self._fund(limit), MAX_GRANTS)
+                grants = self._acquire(limit, want, lease or DEFAULT_SLOT_SECONDS) if want else []
+                if not grants:
                     self._full_until[queue] = time.monotonic() + FULL_BACKOFF
                 if grants:
                     captured += self._capture(store, grants, worker_id, lease)
@@ -204,15 +206,26 @@ class TigerBeetleLimiter:
             ))  # fmt: skip
             transfers.append(self._slot_transfer(queue, lease))
         try:
-            results = self._call(self._client.create_transfers, transfers)
+            results = self._call(
+                self._client.create_transfers, transfers,
+                late=lambda results: self._renewed(held, transfers, results, late=True),
+            )  # fmt: skip
         except TigerBeetleUnavailable as error:
             log.warning("%s; could not renew %d slot(s)", error, len(held))
             return
+        self._renewed(held, transfers, results)
+
+    def _renewed(
+        self, held: list[Any], transfers: list[Any], results: list[Any], late: bool = False
+    ) -> None:
+        """Record the outcome of renewing ``held`` with ``transfers`` (pairs: void, new)."""
         for index, (fence, _old, queue, _lease) in enumerate(held):
             void, new = results[2 * index : 2 * index + 2]
             if new.status == tb.CreateTransferStatus.CREATED:
                 self._swap(fence, transfers[2 * index + 1].id, queue)
                 continue
+            if late and void.status == tb.CreateTransferStatus.PENDING_TRANSFER_ALREADY_VOIDED:
+                continue  # released while the renewal was stuck
             with self._lock:
                 self._slots.pop(fence, None)
             self.stats["slot_lost"] += 1
@@ -222,12 +235,18 @@ class TigerBeetleLimiter:
             )  # fmt: skip
 
     def close(self) -> None:
-        """Void what can be voided, then close the client (unless a call is stuck in it)."""
+        """Void what can be voided, then close the client; a call stuck in it ends too."""
         with suppress(TigerBeetleUnavailable):
             self._flush_voids()
-        self._calls.shutdown(wait=self.available)
         if self.available:
+            self._calls.shutdown()
             self._client.close()
+            return
+        # Closing the client fails the stuck call (ClientClosedError), which frees the
+        # call thread: without that, the interpreter would wait for it forever at exit.
+        with suppress(Exception):
+            self._client.close()
+        self._calls.shutdown(wait=False)
 
     # --- slots ----------------------------------------------------------------------
 
@@ -327,12 +346,11 @@ class TigerBeetleLimiter:
 
     # --- accounts and funding ----------------------------------------------------------
 
-    def _funding_due(self, limit: Limit) -> dict[str, int]:
-        """The queue's accounts whose funding to check now, with the limit's value for each."""
+    def _funding_due(self, limit: Limit) -> set[str]:
+        """The queue's accounts whose funding to check against ``limit`` now."""
         now = time.monotonic()
-        targets = {"slots": limit.concurrency, "starts": limit.rate.count if limit.rate else None}
         return {
-            kind: target for kind, target in targets.items()
+            kind for kind, target in _targets(limit).items()
             if target is not None
             and (
                 (funded := self._funded.get((limit.queue, kind))) is None
@@ -341,31 +359,38 @@ class TigerBeetleLimiter:
             )
         }  # fmt: skip
 
-    def _fund(self, limit: Limit) -> None:
-        """Create the queue's accounts once; move their funding to the limit's values."""
+    def _fund(self, limit: Limit) -> int:
+        """How many runs may start now; first moves the accounts' funding toward ``limit``
+        where due (``limit`` is then as stored now). Creates the accounts once."""
         now = time.monotonic()
-        due = self._funding_due(limit)
-        if not due:
-            return
         self._create_accounts(limit.queue)
+        targets = {kind: target for kind, target in _targets(limit).items() if target is not None}
+        due = self._funding_due(limit)
         found = self._call(
-            self._client.lookup_accounts, [account_id(kind, limit.queue) for kind in due]
+            self._client.lookup_accounts, [account_id(kind, limit.queue) for kind in targets]
         )
         accounts = {account.id: account for account in found}
-        moves = []
-        for kind, target in due.items():
-            move = _funding_move(kind, limit, accounts[account_id(kind, limit.queue)], target)
-            # Funded as the limit says: look again now and then, in case a worker that
-            # read an older limit moved it meanwhile.
-            again = now + (RECHECK_EVERY if move is None else RECONCILE_EVERY)
-            self._funded[(limit.queue, kind)] = (limit.generation, again)
-            if move is not None:
-                moves.append(move)
+        moves, free = [], MAX_GRANTS
+        for kind, target in targets.items():
+            account = accounts[account_id(kind, limit.queue)]
+            funded = account.credits_posted - account.debits_posted
+            if kind in due:
+                move = _funding_move(kind, limit, account, target)
+                if move is not None:
+                    moves.append(move)
+                    funded += move.amount if move.credit_account_id == account.id else -move.amount
+                # Settled: look again now and then, in case a worker that read an older
+                # limit moved it meanwhile. Not yet (a lowering waits for slots to come
+                # back): at every capture, before any slot is handed out.
+                again = now + RECHECK_EVERY if funded == target else now
+                self._funded[(limit.queue, kind)] = (limit.generation, again)
+            free = min(free, funded - account.debits_pending)
         if moves:
             for result in self._call(self._client.create_transfers, moves):
                 done = result.status.name in ("CREATED", "EXISTS")
                 if not done and not result.status.name.startswith("EXISTS_WITH_DIFFERENT"):
                     log.warning("queue %r: funding transfer %s", limit.queue, result.status.name)
+        return max(free, 0)
 
     def _create_accounts(self, queue: str) -> None:
         if queue in self._accounts:
@@ -395,26 +420,34 @@ class TigerBeetleLimiter:
             log.warning("TigerBeetle answers again; capturing from limited queues")
         return True
 
-    def _call(self, function: Callable[..., Any], *args: Any) -> Any:
-        """``function(*args)`` on the call thread, or TigerBeetleUnavailable past the deadline."""
+    def _call(
+        self,
+        function: Callable[..., Any],
+        argument: Any,
+        late: Callable[[Any], None] | None = None,
+    ) -> Any:
+        """``function(argument)`` on the call thread, or TigerBeetleUnavailable past the
+        deadline; ``late(result)`` then runs if the call returns after all. By default a
+        late create_transfers gives back the pending transfers it created."""
         if not self.available:
             raise self._unavailable()
-        future = self._calls.submit(function, *args)
+        future = self._calls.submit(function, argument)
         try:
             return future.result(timeout=self.deadline)
         except FutureTimeout:
             self._stuck = future
-            if function == self._client.create_transfers:
-                # Once TigerBeetle answers, give back whatever this call took.
-                future.add_done_callback(lambda done: self._void_late(args[0], done))
+            if late is None and function == self._client.create_transfers:
+                late = lambda results: self._void_created(argument, results)  # noqa: E731
+            if late is not None:
+                future.add_done_callback(
+                    lambda done: None if done.exception() else late(done.result())
+                )
             raise self._unavailable() from None
 
-    def _void_late(self, transfers: list[Any], done: Future[Any]) -> None:
-        """A create_transfers call answered after its deadline: void the slots it took."""
-        if done.exception() is not None:
-            return
+    def _void_created(self, transfers: list[Any], results: list[Any]) -> None:
+        """Void the pending transfers that a late create_transfers call created."""
         self._void_later(
-            t.id for t, result in zip(transfers, done.result(), strict=True)
+            t.id for t, result in zip(transfers, results, strict=True)
             if result.status == tb.CreateTransferStatus.CREATED
             and t.flags & tb.TransferFlags.PENDING
         )  # fmt: skip
@@ -444,6 +477,11 @@ if tb is not None:
 def _seconds(value: float) -> int:
     """A timeout in TigerBeetle's whole seconds, never shorter than asked."""
     return max(1, math.ceil(value))
+
+
+def _targets(limit: Limit) -> dict[str, int | None]:
+    """What each of the queue's accounts should be funded to: None if it is not used."""
+    return {"slots": limit.concurrency, "starts": limit.rate.count if limit.rate else None}
 
 
 def _funding_move(kind: str, limit: Limit, account: Any, target: int) -> Any | None:
