@@ -235,7 +235,16 @@ class Worker:
             return True
 
     def _capture(self, free: int) -> list[Task]:
-        """Record the finished runs and capture up to ``free`` tasks, in one transaction."""
+        """Record the finished runs and capture up to ``free`` tasks, in one transaction
+        (in two when a queue served is limited: the limits must see the slots freed)."""
+        try:
+            limited = bool(self.store.limited_queues(self.queues))
+        except JobqError as error:
+            log.error("reading the queues' limits failed, will retry: %s", error)
+            time.sleep(self.poll_interval)
+            return []
+        if limited:
+            self._record()
         batch, self._unrecorded = self._unrecorded, []
         frees_lock_key, self._frees_lock_key = self._frees_lock_key, False
         try:

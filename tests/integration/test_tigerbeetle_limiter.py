@@ -31,6 +31,7 @@ from jobq import Status
 from jobq.errors import InvalidOption
 from jobq.limits import tigerbeetle as tbl
 from jobq.limits.tigerbeetle import TigerBeetleLimiter
+from jobq.limits.tigerbeetle_ledger import FUNDING
 from tests.tigerbeetle_server import Server, free_port
 
 tb = pytest.importorskip("tigerbeetle", reason="the tigerbeetle client is not installed")
@@ -67,7 +68,7 @@ class Ledger:
         flags = tb.AccountFilterFlags.DEBITS | tb.AccountFilterFlags.CREDITS
         only = tb.AccountFilter(
             account_id=tbl.account_id(kind, queue), user_data_128=0, user_data_64=0,
-            user_data_32=0, code=tbl.FUNDING, timestamp_min=0, timestamp_max=0, limit=1000,
+            user_data_32=0, code=FUNDING, timestamp_min=0, timestamp_max=0, limit=1000,
             flags=flags,
         )  # fmt: skip
         return list(self.client.get_account_transfers(only))
@@ -83,7 +84,7 @@ def ledger(tigerbeetle: Server) -> Iterator[Ledger]:
 def shut(limiter: TigerBeetleLimiter) -> None:
     """Close ``limiter``, and wait for a call stuck in its client to end (close ends it)."""
     limiter.close()
-    stuck = limiter._stuck
+    stuck = limiter._ledger._stuck
     if stuck is not None:
         with suppress(Exception):
             stuck.exception(timeout=10)
