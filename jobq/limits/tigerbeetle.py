@@ -61,6 +61,8 @@ class _Grant:
     queue: str
     slot: int | None
     start: int | None
+    #: The rate's period, with a start.
+    period: float | None = None
 
     def ids(self) -> list[int]:
         return [i for i in (self.slot, self.start) if i is not None]
@@ -210,15 +212,12 @@ class TigerBeetleLimiter:
                 slot = self._slot_transfer(limit.queue, lease)
                 transfers.append(slot)
             if limit.rate is not None:
-                start = tb.Transfer(
-                    id=self._ledger.new_id(), debit_account_id=account_id("starts", limit.queue),
-                    credit_account_id=OPERATOR, amount=1, ledger=LEDGER, code=START,
-                    flags=tb.TransferFlags.PENDING, timeout=seconds(limit.rate.period),
-                )  # fmt: skip
+                start = self._start_transfer(limit.queue, limit.rate.period)
                 transfers.append(start)
             if slot is not None and start is not None:
                 slot.flags |= tb.TransferFlags.LINKED
-            grants.append(_Grant(limit.queue, slot and slot.id, start and start.id))
+            period = limit.rate.period if limit.rate else None
+            grants.append(_Grant(limit.queue, slot and slot.id, start and start.id, period))
         results = iter(self._ledger.call(self._ledger.client.create_transfers, transfers))
         granted = []
         for grant in grants:
@@ -246,6 +245,8 @@ class TigerBeetleLimiter:
                     self._slots[task.fence] = (grant.slot, grant.queue)
         # A start is spent by its task and never voided; unused grants give both back.
         self._void_later(i for grant in grants[len(tasks) :] for i in grant.ids())
+        with suppress(TigerBeetleUnavailable):  # the tasks are captured: hand them over
+            self._restart_periods([grant for grant in grants[: len(tasks)] if grant.start])
         if lease is None:
             # Slots were asked for before the rows' own leases were known.
             default = seconds(DEFAULT_SLOT_SECONDS)
@@ -253,6 +254,36 @@ class TigerBeetleLimiter:
         with suppress(TigerBeetleUnavailable):  # the tasks are captured: hand them over
             self._flush_voids()
         return tasks
+
+    def _restart_periods(self, grants: list[_Grant]) -> None:
+        """Swap each granted start for a fresh one, so that its period runs from now.
+
+        The tasks were captured after their starts were granted: a period counted from
+        the grant could end before the next start's, letting more than the rate start in
+        one window of captures. Void and create are linked, as in renew.
+        """
+        if not grants:
+            return
+        transfers = []
+        for grant in grants:
+            assert grant.start is not None and grant.period is not None
+            transfers.append(tb.Transfer(
+                id=self._ledger.new_id(), pending_id=grant.start,
+                flags=tb.TransferFlags.VOID_PENDING_TRANSFER | tb.TransferFlags.LINKED,
+            ))  # fmt: skip
+            transfers.append(self._start_transfer(grant.queue, grant.period))
+        results = self._ledger.call(self._ledger.client.create_transfers, transfers)
+        for void, new in zip(results[::2], results[1::2], strict=True):
+            if new.status != tb.CreateTransferStatus.CREATED:
+                self.stats["start_not_restarted"] += 1
+                log.warning("a rate start kept its grant time: %s", void.status.name)
+
+    def _start_transfer(self, queue: str, period: float) -> Any:
+        return tb.Transfer(
+            id=self._ledger.new_id(), debit_account_id=account_id("starts", queue),
+            credit_account_id=OPERATOR, amount=1, ledger=LEDGER, code=START,
+            flags=tb.TransferFlags.PENDING, timeout=seconds(period),
+        )  # fmt: skip
 
     def _slot_transfer(self, queue: str, lease: float) -> Any:
         return tb.Transfer(
