@@ -108,6 +108,8 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
                 )
             )
         rest = limit - len(captured)
+        if names is not None and all(name in limited for name in names):
+            return captured  # every queue named is limited: nothing is left to take
         return captured + self._retrying_lock_key_races(
             lambda: self._capture(None, rest, names, worker_id, lease)
         )
