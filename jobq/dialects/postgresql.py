@@ -110,10 +110,13 @@ class PostgresDialect(Dialect):
         # hash-joins them against a sequential scan of the whole table. ANY(ARRAY) is
         # always a primary-key index scan.
         picked_ids = sa.func.array(sa.select(picked.c.id).scalar_subquery())
+        # A limiter captures in a transaction that may have waited for its queue's lock,
+        # and counts rate starts by the clock after it: so do the runs' start times.
+        started = now if unlimited_only else self.clock()
         return (
             sa.update(tasks)
             .where(c.id == sa.any_(picked_ids))
-            .values(**self.capture_values(row_lease=row_lease, now=now))
+            .values(**self.capture_values(row_lease=row_lease, now=started))
         )
 
     def complete_and_capture_statement(

@@ -173,8 +173,8 @@ class Limits:
                 return []
             captured = self._capture(conn, room, [queue], worker_id, lease, unlimited_only=False)
             if limit.rate is not None and captured:
-                # One start per captured row, at the time of capture.
-                starts = sa.select(sa.literal(queue, sa.String), self.dialect.clock()).where(
+                # One start per captured row, at its start time (the clock, after the lock).
+                starts = sa.select(sa.literal(queue, sa.String), c.started_at).where(
                     c.id.in_([task.id for task in captured])
                 )
                 conn.execute(sa.insert(limit_starts).from_select(["queue", "started_at"], starts))
