@@ -312,6 +312,21 @@ class Dialect:
         )
         return conn.execute(stmt, params).scalar()
 
+    def upsert_statement(
+        self, table: sa.Table, key: sa.Column[Any], values: dict[str, Any]
+    ) -> sa.Executable:
+        """Insert a row of ``values`` into ``table``, or update the one with the same ``key``.
+
+        One atomic statement: concurrent callers, and a delete in between, never make it
+        fail on the key.
+        """
+        update = {name: value for name, value in values.items() if name != key.name}
+        return (
+            self.upsert_insert(table)
+            .values(**values)
+            .on_conflict_do_update(index_elements=[key], set_=update)
+        )
+
     def holder_of(self, conn: Connection, unique_key: str) -> int | None:
         """The id of the row that holds ``unique_key`` now, if any."""
         return conn.execute(

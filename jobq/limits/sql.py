@@ -37,8 +37,6 @@ sc = limit_starts.c
 #: meanwhile is already left out of every capture (the statement reads the table itself);
 #: until then it is simply not captured by this Store.
 LIMITS_REFRESH = 1.0
-# Two callers limiting a new queue at once both insert; the loser updates on its next try.
-_SET_TRIES = 3
 
 
 class Limits:
@@ -72,19 +70,9 @@ class Limits:
             "generation": parsed.generation,
             "updated_at": self.dialect.now(),
         }
-        for tries in range(1, _SET_TRIES + 1):
-            try:
-                with self.db.unit(atomic=True) as conn:
-                    changed = conn.execute(
-                        sa.update(limits).where(lc.queue == queue).values(**values)
-                    ).rowcount
-                    if not changed:
-                        conn.execute(sa.insert(limits).values(queue=queue, **values))
-                break
-            except sa.exc.IntegrityError:
-                # Another caller inserted the queue's row first: update it instead.
-                if tries == _SET_TRIES:
-                    raise
+        upsert = self.dialect.upsert_statement(limits, lc.queue, {"queue": queue, **values})
+        with self.db.unit() as conn:
+            conn.execute(upsert)
         self._limits_cache = None
         return parsed
 
