@@ -159,13 +159,10 @@ class TigerBeetleLimiter:
             ]
         if not held or not self.available:
             return
-        transfers = []
-        for _fence, old, queue, lease in held:
-            transfers.append(tb.Transfer(
-                id=self._ledger.new_id(), pending_id=old,
-                flags=tb.TransferFlags.VOID_PENDING_TRANSFER | tb.TransferFlags.LINKED,
-            ))  # fmt: skip
-            transfers.append(self._slot_transfer(queue, lease))
+        transfers = [
+            t for _fence, old, queue, lease in held
+            for t in self._replacing(old, self._slot_transfer(queue, lease))
+        ]  # fmt: skip
         try:
             results = self._ledger.call(
                 self._ledger.client.create_transfers, transfers,
@@ -267,16 +264,21 @@ class TigerBeetleLimiter:
         transfers = []
         for grant in grants:
             assert grant.start is not None and grant.period is not None
-            transfers.append(tb.Transfer(
-                id=self._ledger.new_id(), pending_id=grant.start,
-                flags=tb.TransferFlags.VOID_PENDING_TRANSFER | tb.TransferFlags.LINKED,
-            ))  # fmt: skip
-            transfers.append(self._start_transfer(grant.queue, grant.period))
+            fresh = self._start_transfer(grant.queue, grant.period)
+            transfers += self._replacing(grant.start, fresh)
         results = self._ledger.call(self._ledger.client.create_transfers, transfers)
         for void, new in zip(results[::2], results[1::2], strict=True):
             if new.status != tb.CreateTransferStatus.CREATED:
                 self.stats["start_not_restarted"] += 1
                 log.warning("a rate start kept its grant time: %s", void.status.name)
+
+    def _replacing(self, pending: int, new: Any) -> list[Any]:
+        """Void ``pending`` and create ``new`` in its place, linked: both happen, or neither."""
+        void = tb.Transfer(
+            id=self._ledger.new_id(), pending_id=pending,
+            flags=tb.TransferFlags.VOID_PENDING_TRANSFER | tb.TransferFlags.LINKED,
+        )  # fmt: skip
+        return [void, new]
 
     def _start_transfer(self, queue: str, period: float) -> Any:
         return tb.Transfer(
