@@ -313,18 +313,25 @@ class Dialect:
         return conn.execute(stmt, params).scalar()
 
     def upsert_statement(
-        self, table: sa.Table, key: sa.Column[Any], values: dict[str, Any]
-    ) -> sa.Executable:
-        """Insert a row of ``values`` into ``table``, or update the one with the same ``key``.
+        self,
+        table: sa.Table,
+        key: sa.Column[Any],
+        values: dict[str, Any],
+        update: dict[str, Any] | None = None,
+        where: sa.ColumnElement[bool] | None = None,
+    ) -> sa.Insert:
+        """Insert a row of ``values`` into ``table``, or, where a row has the same ``key``
+        (and ``where`` holds for it), update it with ``update`` (default: ``values``).
 
         One atomic statement: concurrent callers, and a delete in between, never make it
         fail on the key.
         """
-        update = {name: value for name, value in values.items() if name != key.name}
+        if update is None:
+            update = {name: value for name, value in values.items() if name != key.name}
         return (
             self.upsert_insert(table)
             .values(**values)
-            .on_conflict_do_update(index_elements=[key], set_=update)
+            .on_conflict_do_update(index_elements=[key], set_=update, where=where)
         )
 
     def holder_of(self, conn: Connection, unique_key: str) -> int | None:
@@ -407,12 +414,8 @@ class Dialect:
 
         One atomic statement: no window between finding a row missing and creating it.
         """
-        return (
-            self.upsert_insert(locks)
-            .values(**values)
-            .on_conflict_do_update(index_elements=[locks.c.name], set_=takeover, where=when)
-            .returning(locks.c.name)
-        )
+        upsert = self.upsert_statement(locks, locks.c.name, values, update=takeover, where=when)
+        return upsert.returning(locks.c.name)
 
     def advisory_lock_statement(self, *, session: bool) -> sa.Executable:
         """SELECT of one boolean: whether the advisory lock ``key`` was taken (no waiting)."""
