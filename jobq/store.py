@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 from jobq import run_end
 from jobq.database import Database
 from jobq.enqueuer import Enqueuer
-from jobq.limits import Limiter
+from jobq.limits import Limit, Limiter
 from jobq.limits.sql import SQL_LIMITER, Limits
 from jobq.periodic import Periodic
 from jobq.prepared import Prepared
@@ -88,7 +88,8 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
         database itself) allows; each is atomic on its own.
         """
         names = _capture_options(limit, queues, worker_id, lease)
-        return self._capture_all(limit, names, worker_id, lease, limiter)
+        limited = self.limited_queues(names) if limit else {}
+        return self._capture_all(limit, names, worker_id, lease, limiter, limited)
 
     def _capture_all(
         self,
@@ -97,10 +98,10 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
         worker_id: str,
         lease: float | None,
         limiter: Limiter | None,
+        limited: dict[str, Limit],
     ) -> list[Task]:
-        """Limited queues through the limiter, then the others in one statement."""
+        """The ``limited`` queues through the limiter, then the others in one statement."""
         captured: list[Task] = []
-        limited = self.limited_queues(names) if limit else {}
         if limited:
             captured = self._retrying_lock_key_races(
                 lambda: (limiter or SQL_LIMITER).capture(
@@ -215,9 +216,10 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
         Returns how many completions applied, and the captured tasks.
         """
         names = _capture_options(limit, queues, worker_id, lease)
-        if not completions or (limit and self.limited_queues(names)):
+        limited = self.limited_queues(names) if limit else {}
+        if not completions or limited:
             applied = self.set_statuses(completions)
-            return applied, self._capture_all(limit, names, worker_id, lease, limiter)
+            return applied, self._capture_all(limit, names, worker_id, lease, limiter, limited)
         params = self._record_parameters(completions)
         return self._retrying_lock_key_races(
             lambda: self._complete_and_capture(completions, params, limit, names, worker_id, lease)

@@ -118,10 +118,8 @@ class Worker:
             log.info("worker %s stopped: %s", self.worker_id, dict(self.stats))
 
     def _close_limiter(self) -> None:
-        self.stats.update(getattr(self.limiter, "stats", {}))
-        close = getattr(self.limiter, "close", None)
-        if close is not None and self.limiter is not SQL_LIMITER:
-            close()
+        self.limiter.close()
+        self.stats.update(getattr(self.limiter, "stats", {}))  # slot_expired, ...
 
     def _sync_schedules(self) -> None:
         """Store the app's cron schedules: new ones, changes, and those no longer defined."""

@@ -133,6 +133,10 @@ class Limiter(Protocol):
         """Keep what the runs (fence, lease seconds) hold for another lease."""
         ...
 
+    def close(self) -> None:
+        """Give back what is held, and let go of any connection."""
+        ...
+
 
 def check_count(option: str, value: object, label: str = "") -> None:
     """A positive integer that the database's 32-bit columns can store."""
