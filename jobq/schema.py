@@ -6,7 +6,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from jobq.dialects.types import BigId, partial_index
+from jobq.dialects.types import BigId, LongText, Moment, Seconds, partial_index, table_options
 from jobq.tasks import Status
 
 metadata = sa.MetaData()
@@ -22,27 +22,28 @@ tasks = sa.Table(
     sa.Column("args", sa.JSON(), nullable=False),
     sa.Column("status", sa.String(16), nullable=False, server_default=Status.QUEUED.value),
     sa.Column("priority", sa.Integer(), nullable=False, server_default="0"),
-    sa.Column("run_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("run_at", Moment, nullable=False),
     sa.Column("retries_left", sa.Integer(), nullable=False),
     # The fencing token: incremented by every capture, checked by every later write.
     sa.Column("attempt", sa.Integer(), nullable=False, server_default="0"),
     # Seconds a capture holds the task before its lease expires.
-    sa.Column("lease", sa.Float(), nullable=False, server_default="30"),
+    sa.Column("lease", Seconds, nullable=False, server_default="30"),
     # Seconds the task may run; NULL means no limit.
-    sa.Column("timeout", sa.Float(), nullable=True),
+    sa.Column("timeout", Seconds, nullable=True),
     sa.Column("locked_by", sa.String(255), nullable=True),
-    sa.Column("locked_until", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("locked_until", Moment, nullable=True),
     sa.Column("unique_key", sa.String(255), nullable=True),
     sa.Column("lock_key", sa.String(255), nullable=True),
     sa.Column("result", sa.JSON(none_as_null=True), nullable=True),
-    sa.Column("error", sa.Text(), nullable=True),
+    sa.Column("error", LongText, nullable=True),
     # A cron row: it cycles done -> in_progress -> done instead of finishing.
     sa.Column("recurring", sa.Boolean(), nullable=False, server_default=sa.false()),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-    sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
-    sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("created_at", Moment, nullable=False),
+    sa.Column("started_at", Moment, nullable=True),
+    sa.Column("finished_at", Moment, nullable=True),
     sa.CheckConstraint(sa.column("status").in_(STATUSES), name="jobq_tasks_status_valid"),
     sa.CheckConstraint("retries_left >= 0", name="jobq_tasks_retries_left_nonnegative"),
+    **table_options(),
 )
 
 c = tasks.c
@@ -141,8 +142,9 @@ workers = sa.Table(
     # The queues it captures from; NULL means every queue.
     sa.Column("queues", sa.JSON(none_as_null=True), nullable=True),
     sa.Column("concurrency", sa.Integer(), nullable=False),
-    sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
-    sa.Column("last_seen", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("started_at", Moment, nullable=False),
+    sa.Column("last_seen", Moment, nullable=False),
+    **table_options(),
 )
 
 #: The locks of jobq.locks, one row per name: a Mutex (``acquired``), a TimeoutLock
@@ -159,9 +161,10 @@ locks = sa.Table(
     sa.Column("owner", sa.String(255), nullable=True),
     # Who took it: host:pid, and the owner for a lease.
     sa.Column("locked_by", sa.String(255), nullable=True),
-    sa.Column("acquired_at", sa.DateTime(timezone=True), nullable=True),
-    sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("acquired_at", Moment, nullable=True),
+    sa.Column("expires_at", Moment, nullable=True),
     sa.CheckConstraint(sa.column("kind").in_(LOCK_KINDS), name="jobq_locks_kind_valid"),
+    **table_options(),
 )
 sa.Index("jobq_locks_expires_at", locks.c.expires_at)
 
@@ -189,9 +192,10 @@ schedules = sa.Table(
     sa.Column("defined", sa.Boolean(), nullable=False, server_default=sa.true()),
     # How the last run ended: done, failed or cancelled; NULL before the first.
     sa.Column("last_status", sa.String(16), nullable=True),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("created_at", Moment, nullable=False),
+    sa.Column("updated_at", Moment, nullable=False),
     sa.UniqueConstraint("task_id", name="jobq_schedules_task_id_key"),
+    **table_options(),
 )
 
 #: Per-queue limits (jobq.limits): at most ``concurrency`` rows of the queue in progress,
@@ -204,9 +208,9 @@ limits = sa.Table(
     sa.Column("queue", sa.String(255), primary_key=True),
     sa.Column("concurrency", sa.Integer(), nullable=True),
     sa.Column("rate_count", sa.Integer(), nullable=True),
-    sa.Column("rate_period", sa.Float(), nullable=True),
+    sa.Column("rate_period", Seconds, nullable=True),
     sa.Column("generation", sa.BigInteger(), nullable=False),
-    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("updated_at", Moment, nullable=False),
     sa.CheckConstraint("concurrency >= 1", name="jobq_limits_concurrency_positive"),
     sa.CheckConstraint(
         "(rate_count IS NULL AND rate_period IS NULL) OR (rate_count IS NOT NULL"
@@ -216,6 +220,7 @@ limits = sa.Table(
     sa.CheckConstraint(
         "concurrency IS NOT NULL OR rate_count IS NOT NULL", name="jobq_limits_not_empty"
     ),
+    **table_options(),
 )
 
 #: When tasks of rate-limited queues started, by the database's clock; rows older than
@@ -225,6 +230,7 @@ limit_starts = sa.Table(
     metadata,
     sa.Column("id", BigId, primary_key=True, autoincrement=True),
     sa.Column("queue", sa.String(255), nullable=False),
-    sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("started_at", Moment, nullable=False),
+    **table_options(),
 )
 sa.Index("jobq_limit_starts_queue", limit_starts.c.queue, limit_starts.c.started_at)

@@ -10,7 +10,14 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from alembic import op
-from jobq.dialects.types import BigId, partial_index_options
+from jobq.dialects.types import (
+    BigId,
+    LongText,
+    Moment,
+    Seconds,
+    partial_index_options,
+    table_options,
+)
 
 revision = "0001"
 down_revision = None
@@ -18,7 +25,9 @@ branch_labels = None
 depends_on = None
 
 # Written out rather than imported from jobq.schema: a revision is a frozen snapshot,
-# and the drift test compares the two.
+# and the drift test compares the two. The column types and options of
+# jobq.dialects.types spell the same DDL on PostgreSQL and SQLite as when each revision
+# was written; they added MySQL's spelling when jobq first ran there.
 status = sa.column("status", sa.String)
 retries_left = sa.column("retries_left", sa.Integer)
 recurring = sa.column("recurring", sa.Boolean)
@@ -47,26 +56,27 @@ def upgrade() -> None:
         sa.Column("args", sa.JSON(), nullable=False),
         sa.Column("status", sa.String(16), nullable=False, server_default="queued"),
         sa.Column("priority", sa.Integer(), nullable=False, server_default="0"),
-        sa.Column("run_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("run_at", Moment, nullable=False),
         sa.Column("retries_left", sa.Integer(), nullable=False),
         sa.Column("attempt", sa.Integer(), nullable=False, server_default="0"),
-        sa.Column("lease", sa.Float(), nullable=False, server_default="30"),
-        sa.Column("timeout", sa.Float(), nullable=True),
+        sa.Column("lease", Seconds, nullable=False, server_default="30"),
+        sa.Column("timeout", Seconds, nullable=True),
         sa.Column("locked_by", sa.String(255), nullable=True),
-        sa.Column("locked_until", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("locked_until", Moment, nullable=True),
         sa.Column("unique_key", sa.String(255), nullable=True),
         sa.Column("lock_key", sa.String(255), nullable=True),
         sa.Column("result", sa.JSON(none_as_null=True), nullable=True),
-        sa.Column("error", sa.Text(), nullable=True),
+        sa.Column("error", LongText, nullable=True),
         sa.Column("recurring", sa.Boolean(), nullable=False, server_default=sa.false()),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("created_at", Moment, nullable=False),
+        sa.Column("started_at", Moment, nullable=True),
+        sa.Column("finished_at", Moment, nullable=True),
         sa.CheckConstraint(
             "status IN ('queued', 'in_progress', 'done', 'failed', 'cancelled')",
             name="jobq_tasks_status_valid",
         ),
         sa.CheckConstraint("retries_left >= 0", name="jobq_tasks_retries_left_nonnegative"),
+        **table_options(),
     )
     op.create_index(
         "jobq_tasks_capture",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from alembic import op
+from jobq.dialects.types import Moment, table_options
 
 revision = "0002"
 down_revision = "0001"
@@ -25,8 +26,9 @@ def upgrade() -> None:
         sa.Column("pid", sa.Integer(), nullable=False),
         sa.Column("queues", sa.JSON(none_as_null=True), nullable=True),
         sa.Column("concurrency", sa.Integer(), nullable=False),
-        sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("last_seen", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("started_at", Moment, nullable=False),
+        sa.Column("last_seen", Moment, nullable=False),
+        **table_options(),
     )
 
 

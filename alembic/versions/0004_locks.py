@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from alembic import op
-from jobq.dialects.types import partial_index_options
+from jobq.dialects.types import Moment, partial_index_options, table_options
 
 revision = "0004"
 down_revision = "0003"
@@ -29,6 +29,8 @@ ACTIVE = sa.or_(
     status == "in_progress",
     sa.and_(status == "done", recurring),
 )
+LOCK_KEY_ACTIVE = sa.and_(lock_key.is_not(None), ACTIVE)
+LOCK_KEY_RUNNING = sa.and_(lock_key.is_not(None), status == "in_progress")
 
 
 def upgrade() -> None:
@@ -39,27 +41,31 @@ def upgrade() -> None:
         sa.Column("acquired", sa.Boolean(), nullable=False, server_default=sa.false()),
         sa.Column("owner", sa.String(255), nullable=True),
         sa.Column("locked_by", sa.String(255), nullable=True),
-        sa.Column("acquired_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("acquired_at", Moment, nullable=True),
+        sa.Column("expires_at", Moment, nullable=True),
         sa.CheckConstraint("kind IN ('mutex', 'timeout', 'lease')", name="jobq_locks_kind_valid"),
+        **table_options(),
     )
     op.create_index("jobq_locks_expires_at", "jobq_locks", ["expires_at"])
     op.create_index(
         "jobq_tasks_lock_key",
         "jobq_tasks",
         ["lock_key", "id"],
-        **partial_index_options(sa.and_(lock_key.is_not(None), ACTIVE)),
+        **partial_index_options(LOCK_KEY_ACTIVE),
     )
     op.create_index(
         "jobq_tasks_lock_key_held",
         "jobq_tasks",
         ["lock_key"],
         unique=True,
-        **partial_index_options(sa.and_(lock_key.is_not(None), status == "in_progress")),
+        **partial_index_options(LOCK_KEY_RUNNING),
     )
 
 
 def downgrade() -> None:
-    op.drop_index("jobq_tasks_lock_key_held", "jobq_tasks")
-    op.drop_index("jobq_tasks_lock_key", "jobq_tasks")
+    # The options tell MySQL to drop the generated column that emulates each index too.
+    op.drop_index(
+        "jobq_tasks_lock_key_held", "jobq_tasks", **partial_index_options(LOCK_KEY_RUNNING)
+    )
+    op.drop_index("jobq_tasks_lock_key", "jobq_tasks", **partial_index_options(LOCK_KEY_ACTIVE))
     op.drop_table("jobq_locks")

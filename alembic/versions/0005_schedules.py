@@ -10,14 +10,12 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from alembic import op
+from jobq.dialects.types import BigId, Moment, table_options
 
 revision = "0005"
 down_revision = "0004"
 branch_labels = None
 depends_on = None
-
-# Written out rather than imported from jobq.schema (see 0001).
-BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
 def upgrade() -> None:
@@ -37,9 +35,10 @@ def upgrade() -> None:
         sa.Column("enabled", sa.Boolean(), nullable=False, server_default=sa.true()),
         sa.Column("defined", sa.Boolean(), nullable=False, server_default=sa.true()),
         sa.Column("last_status", sa.String(16), nullable=True),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("created_at", Moment, nullable=False),
+        sa.Column("updated_at", Moment, nullable=False),
         sa.UniqueConstraint("task_id", name="jobq_schedules_task_id_key"),
+        **table_options(),
     )
 
 

@@ -10,14 +10,12 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from alembic import op
+from jobq.dialects.types import BigId, Moment, Seconds, table_options
 
 revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
-
-# Written out rather than imported from jobq.schema (see 0001).
-BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
 def upgrade() -> None:
@@ -26,9 +24,9 @@ def upgrade() -> None:
         sa.Column("queue", sa.String(255), primary_key=True),
         sa.Column("concurrency", sa.Integer(), nullable=True),
         sa.Column("rate_count", sa.Integer(), nullable=True),
-        sa.Column("rate_period", sa.Float(), nullable=True),
+        sa.Column("rate_period", Seconds, nullable=True),
         sa.Column("generation", sa.BigInteger(), nullable=False),
-        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", Moment, nullable=False),
         sa.CheckConstraint("concurrency >= 1", name="jobq_limits_concurrency_positive"),
         sa.CheckConstraint(
             "(rate_count IS NULL AND rate_period IS NULL) OR (rate_count IS NOT NULL"
@@ -38,12 +36,14 @@ def upgrade() -> None:
         sa.CheckConstraint(
             "concurrency IS NOT NULL OR rate_count IS NOT NULL", name="jobq_limits_not_empty"
         ),
+        **table_options(),
     )
     op.create_table(
         "jobq_limit_starts",
         sa.Column("id", BigId, primary_key=True, autoincrement=True),
         sa.Column("queue", sa.String(255), nullable=False),
-        sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("started_at", Moment, nullable=False),
+        **table_options(),
     )
     op.create_index("jobq_limit_starts_queue", "jobq_limit_starts", ["queue", "started_at"])
 
