@@ -248,18 +248,20 @@ class App:
             # Keys differ per entry (all formatted before any row is written); each row
             # goes on its own, in one transaction.
             keys = [(definition.unique_key(a), definition.lock_key(a)) for a in checked]
-            with self.store.db.unit(connection, atomic=True) as conn:
-                options["connection"] = conn
-                ids = [
+
+            def enqueue_each(conn: Connection) -> list[int]:
+                return [
                     self.store.enqueue(
                         definition.name,
                         arguments,
                         unique_key=unique_key,
                         lock_key=lock_key,
-                        **options,
+                        **{**options, "connection": conn},
                     )
                     for arguments, (unique_key, lock_key) in zip(checked, keys, strict=True)
                 ]
+
+            ids = self.store.db.write(enqueue_each, connection, atomic=True)
         self._enqueued(connection)
         return ids
 

@@ -7,11 +7,14 @@ A unit of work is one statement (autocommit where the dialect allows it) or, whe
 
 from __future__ import annotations
 
+import itertools
 import os
+import random
+import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -24,6 +27,11 @@ from jobq.prepared import Prepared
 DEFAULT_DATABASE_URL = "sqlite:///jobq.db"
 # Driver connections run() keeps for reuse; more are closed after use.
 _MAX_IDLE = 8
+# How often a unit aborted by a deadlock is tried in all, and the first pause after one.
+_CONFLICT_TRIES = 10
+_FIRST_CONFLICT_PAUSE = 0.002
+
+_T = TypeVar("_T")
 
 
 def database_url(explicit: str | sa.URL | None = None) -> str | sa.URL:
@@ -98,21 +106,42 @@ class Database:
         """Run one statement: its rows (``fetch``) as the driver returns them, else its rowcount.
 
         Given ``connection``, it runs there, in the caller's transaction. Otherwise it runs
-        alone on a driver connection of our own, as one statement the dialect commits.
+        alone on a driver connection of our own, as one statement the dialect commits, and
+        again should the database abort it to break a deadlock.
         """
+        return self._execute(prepared, values, connection, _all_rows if fetch else _rowcount)
+
+    def insert(
+        self, prepared: Prepared, values: Mapping[str, Any], *, connection: Connection | None = None
+    ) -> list[int]:
+        """Run one INSERT of tasks (as run() does); the ids of the rows it wrote."""
+        return self._execute(prepared, values, connection, self.dialect.inserted_ids)
+
+    def _execute(
+        self,
+        prepared: Prepared,
+        values: Mapping[str, Any],
+        connection: Connection | None,
+        read: Callable[[Any], _T],
+    ) -> _T:
+        """Run ``prepared`` as run() says, and ``read`` its cursor (or CursorResult)."""
         params = prepared.parameters(values)
         if connection is not None or not self._raw_ok or self._observed():
-            with self.unit(connection) as conn:
-                result = conn.exec_driver_sql(prepared.sql, params)
-                return result.fetchall() if fetch else result.rowcount
+            return self.write(
+                lambda conn: read(conn.exec_driver_sql(prepared.sql, params)), connection
+            )
+        return self._retrying(lambda: self._run_raw(prepared.sql, params, read))
+
+    def _run_raw(self, sql: str, params: Any, read: Callable[[Any], _T]) -> _T:
+        """Run one statement on a driver connection of our own, reused across calls."""
         raw = self._raw_connection()
         cursor = None
         try:
             cursor = raw.cursor()
             self.dialect.raw_begin(cursor)
-            cursor.execute(prepared.sql, params)
-            outcome = cursor.fetchall() if fetch else cursor.rowcount
-            raw.commit()
+            cursor.execute(sql, params)
+            outcome = read(cursor)
+            self.dialect.raw_commit(raw)
             cursor.close()
         except self._driver_error as error:
             lost = self.engine.dialect.is_disconnect(error, raw, cursor)
@@ -122,7 +151,7 @@ class Database:
                 _rollback_quietly(raw)
                 self._idle.append(raw)
             wrapped = sa.exc.DBAPIError.instance(
-                prepared.sql, params, error, self._driver_error,
+                sql, params, error, self._driver_error,
                 connection_invalidated=lost, dialect=self.engine.dialect,
             )  # fmt: skip
             raise self.translate(wrapped) from None
@@ -134,6 +163,42 @@ class Database:
         else:
             _close_quietly(raw)
         return outcome
+
+    def write(
+        self,
+        work: Callable[[Connection], _T],
+        connection: Connection | None = None,
+        *,
+        atomic: bool = False,
+    ) -> _T:
+        """``work(conn)`` as one unit of work that writes (see unit); what it returns.
+
+        Our own unit runs again from the start, up to a few times, when the database aborted
+        it to break a deadlock: an aborted unit was undone whole, so ``work`` must only touch
+        the database. In the caller's ``connection`` the caller's transaction was aborted,
+        and the error is the caller's to handle.
+        """
+        if connection is not None:
+            with self.unit(connection) as conn:
+                return work(conn)
+
+        def attempt() -> _T:
+            with self.unit(atomic=atomic) as conn:
+                return work(conn)
+
+        return self._retrying(attempt)
+
+    def _retrying(self, attempt: Callable[[], _T]) -> _T:
+        """``attempt()``, tried again after a short random pause while it fails by a conflict."""
+        for tries in itertools.count(1):
+            try:
+                return attempt()
+            except sa.exc.DBAPIError as error:
+                if tries >= _CONFLICT_TRIES or not self.dialect.is_conflict(error):
+                    raise
+            # Random, growing pauses, so that the transactions that collided do not meet again.
+            time.sleep(random.uniform(0, _FIRST_CONFLICT_PAUSE * 2 ** min(tries, 6)))
+        raise AssertionError("unreachable")
 
     def _observed(self) -> bool:
         """Whether someone listens to the engine's cursor events (tracing, say).
@@ -216,6 +281,14 @@ class Database:
             reason = reason.replace(str(url.password), "***")
         host = f"{url.host}:{url.port}" if url.port else url.host or "this machine"
         return DatabaseUnavailable(database=url.database, host=host, reason=reason)
+
+
+def _all_rows(cursor: Any) -> list[Any]:
+    return cursor.fetchall()
+
+
+def _rowcount(cursor: Any) -> int:
+    return cursor.rowcount
 
 
 def _close_quietly(raw: Any) -> None:

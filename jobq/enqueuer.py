@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection
 from jobq.database import Database
 from jobq.dialects import Dialect
 from jobq.errors import InvalidOption
-from jobq.payload import check_args, encode_args, encode_args_array
+from jobq.payload import check_args, encode_args
 from jobq.prepared import Prepared
 from jobq.tasks import as_utc
 from jobq.validation import check_datetime, check_int, check_key, check_seconds
@@ -60,9 +60,10 @@ class Enqueuer:
             insert = self.db.prepare(
                 ("insert", timing), lambda: self.dialect.insert_statement(timing)
             )
-            return int(self.db.run(insert, params, connection=connection, fetch=True)[0][0])
-        with self.db.unit(connection) as conn:
-            # Insert-or-find, repeated in case the holder finishes between the two.
+            return self.db.insert(insert, params, connection=connection)[0]
+
+        def insert_or_find(conn: Connection) -> int:
+            # Repeated in case the holder finishes between the insert and the look-up.
             for _ in range(100):
                 task_id = self.dialect.insert_unique(conn, timing, params)
                 if task_id is None:
@@ -70,6 +71,8 @@ class Enqueuer:
                 if task_id is not None:
                     return task_id
             raise RuntimeError(f"unique_key {unique_key!r} kept changing hands; try again")
+
+        return self.db.write(insert_or_find, connection)
 
     def enqueue_many(
         self,
@@ -94,7 +97,7 @@ class Enqueuer:
         """
         args_list = list(args_list)
         batches = [
-            encode_args_array(name, args_list[start : start + _BATCH])
+            self.dialect.encode_batch(name, args_list[start : start + _BATCH])
             for start in range(0, len(args_list), _BATCH)
         ]
         options = dict(
@@ -114,25 +117,26 @@ class Enqueuer:
         )
         if len(batches) == 1 and connection is None:
             return self._insert_batch(insert, params, batches[0])
-        with self.db.unit(connection, atomic=True) as conn:
-            return [
+        return self.db.write(
+            lambda conn: [
                 task_id
                 for batch in batches
                 for task_id in self._insert_batch(insert, params, batch, conn)
-            ]
+            ],
+            connection,
+            atomic=True,
+        )
 
     def _insert_batch(
         self,
         insert: Prepared,
         params: dict[str, Any],
-        args_array: str,
+        batch: Any,
         connection: Connection | None = None,
     ) -> list[int]:
-        rows = self.db.run(
-            insert, {**params, "args_array": args_array}, connection=connection, fetch=True
-        )
-        # Ids are assigned in array order, so sorting them restores argument order.
-        return sorted(row[0] for row in rows)
+        prepared, values = self.dialect.bind_batch(insert, params, batch)
+        # Ids are assigned in argument order, so sorting them restores it.
+        return sorted(self.db.insert(prepared, values, connection=connection))
 
     def _new_row(
         self,

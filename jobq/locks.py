@@ -133,11 +133,14 @@ class _RowLock(_Lock):
                 sa.and_(l.kind == self.kind, when),
             ),
         )
-        with self.store.db.unit() as conn:
-            claimed = conn.execute(stmt, self._parameters()).first() is not None
+
+        def claim(conn: Connection) -> bool:
+            claimed = dialect.claim_lock(conn, stmt, self._parameters())
             if not claimed:
                 self._check_kind(conn)
             return claimed
+
+        return self.store.db.write(claim)
 
     def _parameters(self) -> dict[str, Any]:
         """The statements' parameters; none is named like a column, or SQLAlchemy would
@@ -152,8 +155,8 @@ class _RowLock(_Lock):
 
     def _update(self, stmt: sa.Executable, parameters: dict[str, Any] | None = None) -> bool:
         """Run ``stmt`` (default parameters: the lock's own); whether it changed one row."""
-        with self.store.db.unit() as conn:
-            return conn.execute(stmt, parameters or self._parameters()).rowcount == 1
+        parameters = parameters or self._parameters()
+        return self.store.db.write(lambda conn: conn.execute(stmt, parameters).rowcount == 1)
 
 
 _NAME = sa.bindparam("lock_name", type_=sa.String)
@@ -469,20 +472,24 @@ def release(store: Store, name: str) -> bool:
     """Free lock ``name`` by hand, whoever holds it: a mutex, a lease, or a timeout lock's
     period. False if there is no such lock (a task's lock key ends with its run)."""
     check_key("name", name, required=True)
-    with store.db.unit(atomic=True) as conn:
+
+    def free(conn: Connection) -> int:
         freed = conn.execute(
             sa.update(locks)
             .where(l.name == name, l.kind == Mutex.kind, l.acquired == sa.true())
             .values(acquired=False, owner=None, locked_by=None, acquired_at=None)
         ).rowcount
-        freed += conn.execute(
-            sa.delete(locks).where(l.name == name, l.kind.in_([Lease.kind, TimeoutLock.kind]))
-        ).rowcount
-    return freed > 0
+        return (
+            freed
+            + conn.execute(
+                sa.delete(locks).where(l.name == name, l.kind.in_([Lease.kind, TimeoutLock.kind]))
+            ).rowcount
+        )
+
+    return store.db.write(free, atomic=True) > 0
 
 
 def purge(store: Store) -> int:
     """Delete expired leases' rows; how many. Workers do this as part of their upkeep."""
     stmt = sa.delete(locks).where(l.kind == Lease.kind, l.expires_at < store.dialect.now())
-    with store.db.unit() as conn:
-        return conn.execute(stmt).rowcount
+    return store.db.write(lambda conn: conn.execute(stmt).rowcount)

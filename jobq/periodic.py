@@ -121,8 +121,7 @@ class Periodic:
         wanted = {schedule.name: schedule for schedule in defined}
         for tries in range(1, _SYNC_TRIES + 1):
             try:
-                with self.db.unit(atomic=True) as conn:
-                    return self._sync(conn, wanted, queues)
+                return self.db.write(lambda conn: self._sync(conn, wanted, queues), atomic=True)
             except sa.exc.IntegrityError:
                 if tries == _SYNC_TRIES:
                     raise
@@ -267,11 +266,12 @@ class Periodic:
                 sa.tuple_(c.id, c.attempt).in_(sa.bindparam("fences", expanding=True)),
             )
         )  # fmt: skip
-        applied = 0
-        with self.db.unit(connection, atomic=True) as conn:
+
+        def end_each(conn: Connection) -> int:
             rows = conn.execute(query, {"fences": list(ends)}).all()
             if not rows:
                 return 0
+            applied = 0
             now = self._now(conn)
             for row in rows:
                 end = ends[(row.id, row.attempt)]
@@ -288,7 +288,9 @@ class Periodic:
                         .where(s.name == row.name)
                         .values(last_status=last_status, updated_at=now)
                     )
-        return applied
+            return applied
+
+        return self.db.write(end_each, connection, atomic=True)
 
     def _recurring_end_values(
         self, row: Any, end: Completion, now: datetime, run_at: datetime | None
@@ -333,10 +335,12 @@ class Periodic:
 
     def _rescue_recurring(self) -> int:
         """End recurring runs whose lease expired as failed ('lease expired'); how many."""
-        expired = (
-            sa.select(c.id, c.attempt)
-            .where(status_is(Status.IN_PROGRESS), c.locked_until < self.dialect.now(), c.recurring)
-        )  # fmt: skip
+        expired = sa.select(c.id, c.attempt).where(
+            self.dialect.within("jobq_tasks_lease_expiry"),
+            status_is(Status.IN_PROGRESS),
+            c.locked_until < self.dialect.now(),
+            c.recurring,
+        )
         with self.db.unit(read_only=True) as conn:
             fences = conn.execute(expired).all()
         lost = [
@@ -364,7 +368,8 @@ class Periodic:
     def set_schedule_enabled(self, name: str, enabled: bool) -> None:
         """Resume (``enabled``) or pause schedule ``name``; a run under way finishes first."""
         check_key("name", name, required=True)
-        with self.db.unit(atomic=True) as conn:
+
+        def switch(conn: Connection) -> None:
             now = self._now(conn)
             task_id = conn.execute(sa.select(s.task_id).where(s.name == name)).scalar()
             if task_id is None:
@@ -375,13 +380,16 @@ class Periodic:
             )
             self._settle(conn, name, now)
 
+        self.db.write(switch, atomic=True)
+
     def run_schedule_now(self, name: str) -> int:
         """Enqueue one run of schedule ``name``'s task now, apart from its row; the new id.
 
         The schedule's own row, its next tick and its last status stay as they are.
         """
         check_key("name", name, required=True)
-        with self.db.unit(atomic=True) as conn:
+
+        def enqueue(conn: Connection) -> int:
             row = conn.execute(_state_query().where(s.name == name)).one_or_none()
             if row is None:
                 raise UnknownSchedule(name=name)
@@ -394,6 +402,8 @@ class Periodic:
                     recurring=False, run_at=now, created_at=now,
                 )
             ).inserted_primary_key[0]  # fmt: skip
+
+        return self.db.write(enqueue, atomic=True)
 
     def _now(self, conn: Connection) -> datetime:
         """The database's clock, as an aware UTC datetime."""

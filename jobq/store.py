@@ -127,9 +127,18 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
         if limit == 0 or names == []:
             return []
         shape = (*_capture_shape(names, lease), unlimited_only)
-        stmt = self.db.prepare(("capture", *shape), lambda: self.dialect.capture_statement(*shape))
         params = _capture_parameters(limit, names, worker_id, lease)
-        rows = self.db.run(stmt, params, connection=connection, fetch=True)
+        if self.dialect.capture_is_one_statement:
+            stmt = self.db.prepare(
+                ("capture", *shape), lambda: self.dialect.capture_statement(*shape)
+            )
+            rows = self.db.run(stmt, params, connection=connection, fetch=True)
+        else:
+            rows = self.db.write(
+                lambda conn: self.dialect.capture_rows(conn, *shape, params),
+                connection,
+                atomic=True,
+            )
         return self._captured(rows)
 
     def _captured(self, rows: Iterable[Sequence[Any]]) -> list[Task]:
@@ -246,12 +255,14 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
             rows = self.db.run(together, params, fetch=True)
             applied = rows[0][0] + self._end_unapplied(completions, rows[0][0])
             return applied, self._captured(row[1:] for row in rows if row[1] is not None)
-        with self.db.unit(atomic=True) as conn:
-            record = self._record_prepared()
+        record = self._record_prepared()
+
+        def record_and_capture(conn: Connection) -> tuple[int, list[Task]]:
             applied = conn.exec_driver_sql(record.sql, record.parameters(params)).rowcount
             applied += self._end_unapplied(completions, applied, conn)
-            captured = self._capture(conn, limit, names, worker_id, lease)
-        return applied, captured
+            return applied, self._capture(conn, limit, names, worker_id, lease)
+
+        return self.db.write(record_and_capture, atomic=True)
 
     def _retrying_lock_key_races(self, attempt: Callable[[], _T]) -> _T:
         """``attempt()``, run again when it lost a race for a lock key.
@@ -294,12 +305,15 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
         params: dict[str, Any] = {"worker_id": worker_id}
         if lease is not None:
             params["lease_seconds"] = float(lease)
-        extended: set[int] = set()
-        with self.db.unit(atomic=len(pairs) > _HEARTBEAT_CHUNK) as conn:
+
+        def extend(conn: Connection) -> set[int]:
+            extended: set[int] = set()
             for start in range(0, len(pairs), _HEARTBEAT_CHUNK):
-                params["owned"] = pairs[start : start + _HEARTBEAT_CHUNK]
-                extended |= self.dialect.update_returning_ids(conn, stmt, params)
-        return extended
+                chunk = {**params, "owned": pairs[start : start + _HEARTBEAT_CHUNK]}
+                extended |= self.dialect.update_returning_ids(conn, stmt, chunk)
+            return extended
+
+        return self.db.write(extend, atomic=len(pairs) > _HEARTBEAT_CHUNK)
 
     def _heartbeat_statement(self, row_lease: bool) -> sa.Update:
         lease_seconds = c.lease if row_lease else sa.bindparam("lease_seconds", type_=sa.Float)
@@ -332,7 +346,12 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
         has_retries = c.retries_left > 0
         stmt = (
             sa.update(tasks)
-            .where(c.status == Status.IN_PROGRESS.value, c.locked_until < now, sa.not_(c.recurring))
+            .where(
+                self.dialect.within("jobq_tasks_lease_expiry"),
+                c.status == Status.IN_PROGRESS.value,
+                c.locked_until < now,
+                sa.not_(c.recurring),
+            )
             .values(
                 status=Status.FAILED.value,
                 error="lease expired",
@@ -342,8 +361,7 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
                 finished_at=sa.case((has_retries, sa.null()), else_=now),
             )
         )
-        with self.db.unit() as conn:
-            rescued = conn.execute(stmt).rowcount
+        rescued = self.db.write(lambda conn: conn.execute(stmt).rowcount)
         return rescued + self._rescue_recurring()
 
     def prune(self, older_than: float | timedelta) -> int:
@@ -356,8 +374,7 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
             c.status.in_([s.value for s in (Status.DONE, Status.FAILED, Status.CANCELLED)]),
             sa.not_(c.recurring),
         )
-        with self.db.unit() as conn:
-            return conn.execute(stmt).rowcount
+        return self.db.write(lambda conn: conn.execute(stmt).rowcount)
 
     # --- reading --------------------------------------------------------------------
 

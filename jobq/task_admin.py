@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from jobq.database import Database
 from jobq.dialects import Dialect
-from jobq.schema import status_is, tasks
+from jobq.schema import HOLDS_UNIQUE_KEY, status_is, tasks
 from jobq.tasks import Status, Task, as_utc
 from jobq.validation import check_int, check_key
 
@@ -40,14 +40,17 @@ class TaskAdmin:
             )
             .values(status=Status.CANCELLED.value, finished_at=self.dialect.now())
         )
-        with self.db.unit() as conn:
-            return conn.execute(stmt).rowcount == 1
+        return self.db.write(lambda conn: conn.execute(stmt).rowcount == 1)
 
     def running_lock_keys(self) -> list[tuple[str, str | None, Any, Any]]:
         """The lock keys of running tasks: (lock_key, locked_by, started_at, locked_until)."""
         stmt = (
             sa.select(c.lock_key, c.locked_by, c.started_at, c.locked_until)
-            .where(c.lock_key.is_not(None), status_is(Status.IN_PROGRESS))
+            .where(
+                self.dialect.within("jobq_tasks_lock_key_held"),
+                c.lock_key.is_not(None),
+                status_is(Status.IN_PROGRESS),
+            )
             .order_by(c.lock_key)
         )
         with self.db.unit(read_only=True) as conn:
@@ -60,8 +63,8 @@ class TaskAdmin:
         unique_key another pending task holds now stays as it is.
         """
         check_int("id", id)
-        with self.db.unit() as conn:
-            return conn.execute(self._retry_statement(c.id == id)).rowcount == 1
+        stmt = self._retry_statement(c.id == id)
+        return self.db.write(lambda conn: conn.execute(stmt).rowcount == 1)
 
     def retry_failed(self, queue: str | None = None) -> int:
         """Queue every terminally failed task (of ``queue``) again now; how many."""
@@ -69,21 +72,20 @@ class TaskAdmin:
         which = sa.and_(status_is(Status.FAILED), c.retries_left == 0)
         if queue is not None:
             which = sa.and_(which, c.queue_id == queue)
-        with self.db.unit() as conn:
-            return conn.execute(self._retry_statement(which)).rowcount
+        stmt = self._retry_statement(which)
+        return self.db.write(lambda conn: conn.execute(stmt).rowcount)
 
     def _retry_statement(self, which: sa.ColumnElement[bool]) -> sa.Update:
-        holder = tasks.alias("holder")
-        key_is_held = (
-            sa.select(holder.c.id)
-            .where(
-                holder.c.unique_key == c.unique_key,
-                holder.c.id != c.id,
-                holder.c.status.in_([Status.QUEUED.value, Status.IN_PROGRESS.value])
-                | ((holder.c.status == Status.FAILED.value) & (holder.c.retries_left > 0)),
-            )
-            .exists()
+        # The rows holding unique keys, as a derived table: MySQL refuses an UPDATE whose
+        # subquery reads the updated table itself, but not one reading a materialised
+        # derived table of it (DISTINCT keeps it from being merged into the UPDATE).
+        holders = (
+            sa.select(c.unique_key, c.id)
+            .where(self.dialect.within("jobq_tasks_unique_key"), HOLDS_UNIQUE_KEY)
+            .distinct()
+            .subquery("holder")
         )
+        key_is_held = sa.exists().where(holders.c.unique_key == c.unique_key, holders.c.id != c.id)
         return (
             sa.update(tasks)
             .where(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from jobq.database import Database
 from jobq.dialects import Dialect
@@ -29,15 +30,17 @@ class WorkerRegistry:
         """Record a starting worker (replacing a stale row of the same id)."""
         check_key("worker_id", worker_id, required=True)
         now = self.dialect.now()
-        with self.db.unit(atomic=True) as conn:
+        insert = sa.insert(workers).values(
+            worker_id=worker_id, host=host[:255], pid=pid,
+            queues=None if queues is None else list(queues), concurrency=concurrency,
+            started_at=now, last_seen=now,
+        )  # fmt: skip
+
+        def register(conn: Connection) -> None:
             conn.execute(sa.delete(workers).where(workers.c.worker_id == worker_id))
-            conn.execute(
-                sa.insert(workers).values(
-                    worker_id=worker_id, host=host[:255], pid=pid,
-                    queues=None if queues is None else list(queues), concurrency=concurrency,
-                    started_at=now, last_seen=now,
-                )
-            )  # fmt: skip
+            conn.execute(insert)
+
+        self.db.write(register, atomic=True)
 
     def touch_worker(self, worker_id: str) -> bool:
         """Mark ``worker_id`` as seen now; False if it is not registered (any more)."""
@@ -46,13 +49,12 @@ class WorkerRegistry:
             .where(workers.c.worker_id == worker_id)
             .values(last_seen=self.dialect.now())
         )
-        with self.db.unit() as conn:
-            return conn.execute(stmt).rowcount == 1
+        return self.db.write(lambda conn: conn.execute(stmt).rowcount == 1)
 
     def unregister_worker(self, worker_id: str) -> None:
         """Remove a stopping worker from the registry."""
-        with self.db.unit() as conn:
-            conn.execute(sa.delete(workers).where(workers.c.worker_id == worker_id))
+        stmt = sa.delete(workers).where(workers.c.worker_id == worker_id)
+        self.db.write(lambda conn: conn.execute(stmt))
 
     def live_workers(self, *, stale_after: float = 60.0) -> list[LiveWorker]:
         """Every registered worker, oldest first; ``alive`` if seen within ``stale_after`` s."""
@@ -76,5 +78,4 @@ class WorkerRegistry:
         stmt = sa.delete(workers).where(
             workers.c.last_seen < self.dialect.now_plus(-float(older_than))
         )
-        with self.db.unit() as conn:
-            return conn.execute(stmt).rowcount
+        return self.db.write(lambda conn: conn.execute(stmt).rowcount)

@@ -16,6 +16,7 @@ from itertools import groupby
 from typing import IO, Any
 
 import click
+from sqlalchemy.engine import Connection
 
 from jobq.app import load_app
 from jobq.cli.common import (
@@ -153,16 +154,22 @@ def _enqueue_file(task_file: IO[str], database_url: str) -> None:
     with clear_errors():
         tasks = read_task_file(task_file)
     progress = click.progressbar(length=len(tasks), label="enqueueing", file=sys.stderr)
-    ids: set[int] = set()
-    with store_for(database_url) as store, store.db.unit(atomic=True) as conn, progress as bar:
-        for (name, shared), group in groupby(tasks, key=lambda task: (task.name, task.options)):
-            batch = [task.kwargs for task in group]
-            options = dict(shared)
-            if "unique_key" in options:
-                ids.update(store.enqueue(name, kw, connection=conn, **options) for kw in batch)
-            else:
-                ids.update(store.enqueue_many(name, batch, connection=conn, **options))
-            bar.update(len(batch))
+    with store_for(database_url) as store, progress as bar:
+
+        def enqueue_all(conn: Connection) -> set[int]:
+            bar.update(-bar.pos)  # from the start again, should a deadlock undo a first try
+            ids: set[int] = set()
+            for (name, shared), group in groupby(tasks, key=lambda task: (task.name, task.options)):
+                batch = [task.kwargs for task in group]
+                options = dict(shared)
+                if "unique_key" in options:
+                    ids.update(store.enqueue(name, kw, connection=conn, **options) for kw in batch)
+                else:
+                    ids.update(store.enqueue_many(name, batch, connection=conn, **options))
+                bar.update(len(batch))
+            return ids
+
+        ids = store.db.write(enqueue_all, atomic=True)
     click.echo(f"enqueued {count(len(ids))}")
 
 

@@ -6,18 +6,20 @@ are built here once; a dialect only supplies the shape its database needs around
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from jobq.errors import RequiresPostgreSQL
-from jobq.prepared import RowReader
+from jobq.payload import encode_args_array
+from jobq.prepared import Prepared, RowReader
 from jobq.schema import (
     ACTIVE,
     HAS_RETRIES,
     HOLDS_UNIQUE_KEY,
+    LOCK_KEY_HELD,
     active,
     has_retries,
     limits,
@@ -42,27 +44,6 @@ NEW_ROW_PARAMETERS = (
 CAPTURE_ORDER = (c.priority.desc(), c.run_at, c.id)
 
 
-def capturable(now: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
-    """Rows a capture may take at ``now``: DESIGN.md's four cases, due, in the ACTIVE set,
-    and with their lock key (if any) free. An expired recurring run is not among them:
-    rescue ends it (a retry, its next tick, or rest if its schedule was paused)."""
-    return sa.and_(
-        ACTIVE,
-        c.run_at <= now,
-        sa.or_(
-            waiting(c),
-            # A lost recurring run is rescue's to end: its schedule may be paused.
-            sa.and_(
-                status_is(Status.IN_PROGRESS),
-                c.locked_until < now,
-                HAS_RETRIES,
-                sa.not_(c.recurring),
-            ),
-        ),
-        sa.or_(c.lock_key.is_(None), sa.not_(lock_key_taken(now))),
-    )
-
-
 def waiting(columns: Any) -> sa.ColumnElement[bool]:
     """Rows that wait to be captured once due: queued, failed with retries left, or a
     recurring row that is done (of the tasks table or an alias of it)."""
@@ -70,38 +51,6 @@ def waiting(columns: Any) -> sa.ColumnElement[bool]:
         status_is(Status.QUEUED, columns),
         sa.and_(status_is(Status.FAILED, columns), has_retries(columns)),
         sa.and_(status_is(Status.DONE, columns), columns.recurring),
-    )
-
-
-def lock_key_taken(now: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
-    """Another row of this row's lock key runs, or is due and comes first (by id).
-
-    A row of a running key waits (it stays as it is: no retry spent, nothing written), and
-    among the due rows of one key only the earliest is capturable, so one capture never
-    takes two rows of one key. The unique index jobq_tasks_lock_key_held settles the rare
-    race this snapshot cannot see (a row of the key falling due while another is taken).
-    """
-    running = tasks.alias("running")
-    r = running.c
-    # Computed once per statement and looked up by hash: a backlog of rows behind running
-    # keys costs a lookup each, not an index probe each.
-    running_keys = sa.select(r.lock_key).where(
-        r.lock_key.is_not(None), status_is(Status.IN_PROGRESS, r)
-    )
-    earlier = tasks.alias("earlier")
-    e = earlier.c
-    earlier_due = sa.exists().where(
-        e.lock_key == c.lock_key,
-        e.lock_key.is_not(None),  # these two terms and active(e) select the partial index
-        active(e),
-        e.id < c.id,
-        e.run_at <= now,
-        waiting(e),
-    )
-    # A row that runs (its lease expired) holds its own key: it is not held back by itself.
-    return sa.or_(
-        sa.and_(sa.not_(status_is(Status.IN_PROGRESS)), c.lock_key.in_(running_keys)),
-        earlier_due,
     )
 
 
@@ -148,6 +97,68 @@ class Dialect:
             stmt = self._statements[key] = build()
             return stmt
 
+    # --- predicates -----------------------------------------------------------------
+
+    def within(self, index: str, columns: Any = c) -> sa.ColumnElement[bool]:
+        """A condition that lets a query use partial index ``index`` of the tasks table (or
+        of the alias whose ``columns`` are given); true where partial indexes are native."""
+        return sa.true()
+
+    def capturable(self, now: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
+        """Rows a capture may take at ``now``: DESIGN.md's four cases, due, in the ACTIVE set,
+        and with their lock key (if any) free. An expired recurring run is not among them:
+        rescue ends it (a retry, its next tick, or rest if its schedule was paused)."""
+        return sa.and_(
+            ACTIVE,
+            c.run_at <= now,
+            sa.or_(
+                waiting(c),
+                # A lost recurring run is rescue's to end: its schedule may be paused.
+                sa.and_(
+                    status_is(Status.IN_PROGRESS),
+                    c.locked_until < now,
+                    HAS_RETRIES,
+                    sa.not_(c.recurring),
+                ),
+            ),
+            sa.or_(c.lock_key.is_(None), sa.not_(self.lock_key_taken(now))),
+        )
+
+    def lock_key_taken(self, now: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
+        """Another row of this row's lock key runs, or is due and comes first (by id).
+
+        A row of a running key waits (it stays as it is: no retry spent, nothing written),
+        and among the due rows of one key only the earliest is capturable, so one capture
+        never takes two rows of one key. The unique index jobq_tasks_lock_key_held settles
+        the rare race this snapshot cannot see (a row of the key falling due while another
+        is taken).
+        """
+        running = tasks.alias("running")
+        r = running.c
+        # Computed once per statement and looked up by hash: a backlog of rows behind
+        # running keys costs a lookup each, not an index probe each.
+        running_keys = sa.select(r.lock_key).where(
+            self.within(LOCK_KEY_HELD, r),
+            r.lock_key.is_not(None),
+            status_is(Status.IN_PROGRESS, r),
+        )
+        earlier = tasks.alias("earlier")
+        e = earlier.c
+        earlier_due = sa.exists().where(
+            self.within("jobq_tasks_lock_key", e),
+            e.lock_key == c.lock_key,
+            e.lock_key.is_not(None),  # these two terms and active(e) select the partial index
+            active(e),
+            e.id < c.id,
+            e.run_at <= now,
+            waiting(e),
+        )
+        # A row that runs (its lease expired) holds its own key: it is not held back by itself.
+        return sa.or_(
+            sa.and_(sa.not_(status_is(Status.IN_PROGRESS)), c.lock_key.in_(running_keys)),
+            earlier_due,
+        )
+
     # --- engine ---------------------------------------------------------------------
 
     def normalize_url(self, url: sa.URL) -> sa.URL:
@@ -170,6 +181,10 @@ class Dialect:
 
     def raw_begin(self, cursor: Any) -> None:
         """Start the transaction around one statement run on a raw driver cursor, if any."""
+
+    def raw_commit(self, raw: Any) -> None:
+        """End the transaction raw_begin started (a no-op where the statement committed itself)."""
+        raw.commit()
 
     def row_reader(
         self, columns: Sequence[sa.ColumnElement[Any]], engine: Engine
@@ -266,6 +281,21 @@ class Dialect:
         select = sa.select(*common.values(), value).order_by(position)
         return sa.insert(tasks).from_select([*common, "args"], select).returning(c.id)
 
+    def inserted_ids(self, cursor: Any) -> list[int]:
+        """The ids of the rows an insert statement (insert_statement, insert_many_statement)
+        just wrote, from its driver cursor (or CursorResult)."""
+        return [row[0] for row in cursor.fetchall()]
+
+    def encode_batch(self, task: str, args_list: Sequence[Mapping[str, Any] | None]) -> Any:
+        """One batch of insert_many_statement's arguments, encoded (each checked as JSON)."""
+        return encode_args_array(task, args_list)
+
+    def bind_batch(
+        self, insert: Prepared, params: dict[str, Any], batch: Any
+    ) -> tuple[Prepared, dict[str, Any]]:
+        """The statement and parameters inserting ``batch`` (from encode_batch) with ``params``."""
+        return insert, {**params, "args_array": batch}
+
     def json_array_rows(
         self, array: sa.BindParameter[str]
     ) -> tuple[sa.ColumnElement[Any], sa.ColumnElement[Any]]:
@@ -345,7 +375,10 @@ class Dialect:
     ) -> sa.Select[Any]:
         """The ids a capture takes: capturable at ``now``, in order, at most ``limit``;
         of unlimited queues only, unless told otherwise (by a limiter)."""
-        ids = sa.select(c.id).where(capturable(now), queue_filter(queue_count))
+        index = "jobq_tasks_capture" if queue_count == 1 else "jobq_tasks_capture_any_queue"
+        ids = sa.select(c.id).where(
+            self.within(index), self.capturable(now), queue_filter(queue_count)
+        )
         if unlimited_only:
             ids = ids.where(unlimited_queue())
         return ids.order_by(*CAPTURE_ORDER).limit(sa.bindparam("limit", type_=sa.Integer))
@@ -359,6 +392,22 @@ class Dialect:
         ``lease_seconds`` unless ``row_lease``. It leaves limited queues alone unless
         ``unlimited_only`` is False.
         """
+        raise NotImplementedError
+
+    #: Whether capture_statement is one statement; otherwise capture_rows captures in steps.
+    capture_is_one_statement: ClassVar[bool] = True
+
+    def capture_rows(
+        self,
+        conn: Connection,
+        queue_count: int | None,
+        row_lease: bool,
+        unlimited_only: bool,
+        params: dict[str, Any],
+    ) -> Sequence[Sequence[Any]]:
+        """Where capture takes several statements: capture on ``conn``, inside its
+        transaction, and return the captured rows as the driver gives them (every column of
+        the tasks table). Parameters as capture_statement's."""
         raise NotImplementedError
 
     def complete_and_capture_statement(
@@ -375,7 +424,8 @@ class Dialect:
     def update_returning_ids(
         self, conn: Connection, stmt: sa.Update, params: dict[str, Any]
     ) -> set[int]:
-        """Run ``stmt`` (an UPDATE of tasks) and return the ids of the rows it changed."""
+        """Run ``stmt`` (an UPDATE of tasks, memoised by the caller) and return the ids of the
+        rows it changed."""
         returning = self.memo(("returning ids", stmt), lambda: stmt.returning(c.id))
         return set(conn.execute(returning, params).scalars())
 
@@ -401,6 +451,11 @@ class Dialect:
         """Whether ``error`` is jobq_tasks_lock_key_held refusing a second running row of a key."""
         raise NotImplementedError
 
+    def is_conflict(self, error: sa.exc.DBAPIError) -> bool:
+        """Whether the database aborted the transaction to break a deadlock (or a
+        serialization conflict): the whole transaction was undone and may simply run again."""
+        return False
+
     # --- locks (jobq.locks) -----------------------------------------------------------
 
     def claim_lock_statement(
@@ -416,6 +471,10 @@ class Dialect:
         """
         upsert = self.upsert_statement(locks, locks.c.name, values, update=takeover, where=when)
         return upsert.returning(locks.c.name)
+
+    def claim_lock(self, conn: Connection, claim: Any, params: dict[str, Any]) -> bool:
+        """Run ``claim`` (claim_lock_statement's); whether it inserted or took over the row."""
+        return conn.execute(claim, params).first() is not None
 
     def advisory_lock_statement(self, *, session: bool) -> sa.Executable:
         """SELECT of one boolean: whether the advisory lock ``key`` was taken (no waiting)."""

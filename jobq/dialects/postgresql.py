@@ -22,6 +22,8 @@ log = logging.getLogger("jobq.listen")
 # SQLSTATEs: undefined_table, undefined_column.
 _MISSING_SCHEMA = {"42P01", "42703"}
 _UNIQUE_VIOLATION = "23505"
+# SQLSTATEs: deadlock_detected, serialization_failure.
+_CONFLICTS = {"40P01", "40001"}
 
 
 class PostgresDialect(Dialect):
@@ -154,6 +156,9 @@ class PostgresDialect(Dialect):
             getattr(error.orig, "sqlstate", None) == _UNIQUE_VIOLATION
             and getattr(diag, "constraint_name", None) == LOCK_KEY_HELD
         )
+
+    def is_conflict(self, error: sa.exc.DBAPIError) -> bool:
+        return getattr(error.orig, "sqlstate", None) in _CONFLICTS
 
     def advisory_lock_statement(self, *, session: bool) -> sa.Executable:
         key = sa.bindparam("key", type_=sa.BigInteger)

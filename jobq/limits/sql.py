@@ -71,17 +71,20 @@ class Limits:
             "updated_at": self.dialect.now(),
         }
         upsert = self.dialect.upsert_statement(limits, lc.queue, {"queue": queue, **values})
-        with self.db.unit() as conn:
-            conn.execute(upsert)
+        self.db.write(lambda conn: conn.execute(upsert))
         self._limits_cache = None
         return parsed
 
     def clear_limit(self, queue: str) -> bool:
         """Remove ``queue``'s limit (it becomes unlimited); False if it had none."""
         check_key("queue", queue, required=True)
-        with self.db.unit(atomic=True) as conn:
+
+        def clear(conn: Connection) -> int:
             cleared = conn.execute(sa.delete(limits).where(lc.queue == queue)).rowcount
             conn.execute(sa.delete(limit_starts).where(sc.queue == queue))
+            return cleared
+
+        cleared = self.db.write(clear, atomic=True)
         self._limits_cache = None
         return bool(cleared)
 
@@ -96,7 +99,11 @@ class Limits:
         now = self.dialect.now()
         running = (
             sa.select(sa.func.count())
-            .where(c.queue_id == lc.queue, _running(now))
+            .where(
+                self.dialect.within("jobq_tasks_lease_expiry"),
+                c.queue_id == lc.queue,
+                _running(now),
+            )
             .scalar_subquery()
         )
         started = (
@@ -124,7 +131,12 @@ class Limits:
             return False
         stmt = (
             sa.select(c.id)
-            .where(c.queue_id.in_(list(limited)), waiting(c), c.run_at <= self.dialect.now())
+            .where(
+                self.dialect.within("jobq_tasks_capture"),
+                c.queue_id.in_(list(limited)),
+                waiting(c),
+                c.run_at <= self.dialect.now(),
+            )
             .limit(1)
         )
         with self.db.unit(read_only=True) as conn:
@@ -141,7 +153,8 @@ class Limits:
         of the queue can see the same free room. Nothing if the limit was cleared meanwhile
         (the queue is then captured as an unlimited one).
         """
-        with self.db.unit(atomic=True) as conn:
+
+        def capture(conn: Connection) -> list[Task]:
             row = conn.execute(sa.select(limits).where(lc.queue == queue).with_for_update()).first()
             if row is None:
                 return []
@@ -152,7 +165,11 @@ class Limits:
             room = wanted
             if limit.concurrency is not None:
                 running = conn.execute(
-                    sa.select(sa.func.count()).where(c.queue_id == queue, _running(clock))
+                    sa.select(sa.func.count()).where(
+                        self.dialect.within("jobq_tasks_lease_expiry"),
+                        c.queue_id == queue,
+                        _running(clock),
+                    )
                 ).scalar_one()
                 room = min(room, limit.concurrency - running)
             if limit.rate is not None and room > 0:
@@ -166,7 +183,9 @@ class Limits:
                     c.id.in_([task.id for task in captured])
                 )
                 conn.execute(sa.insert(limit_starts).from_select(["queue", "started_at"], starts))
-        return captured
+            return captured
+
+        return self.db.write(capture, atomic=True)
 
     def _rate_room(self, conn: Connection, queue: str, rate: Rate, clock: Any) -> int:
         """How many more starts ``rate`` allows now; forgets the starts it no longer counts."""
