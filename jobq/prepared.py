@@ -35,6 +35,8 @@ class Prepared:
             for bind, name in compiled.bind_names.items()
             if (processor := bind.type.dialect_impl(dialect).bind_processor(dialect)) is not None
         ]
+        #: Whether parameters() gives a tuple (the driver's paramstyle), else a dict.
+        self.positional: bool = bool(dialect.positional)
         self._positions: Sequence[str] | None = compiled.positiontup if dialect.positional else None
 
     def parameters(self, values: Mapping[str, Any]) -> Any:

@@ -1,8 +1,9 @@
-"""Real databases for the tests: SQLite always, PostgreSQL when JOBQ_TEST_POSTGRES_URL is set.
+"""Real databases for the tests: SQLite always, PostgreSQL when JOBQ_TEST_POSTGRES_URL is
+set, MySQL / MariaDB when JOBQ_TEST_MYSQL_URL is set.
 
 A service named in JOBQ_TEST_REQUIRE (CI sets it) fails the test instead of skipping.
-PostgreSQL tests run in a schema of their own per test session, so they never touch
-other tables in the database they are given.
+PostgreSQL tests run in a schema of their own per test session, MySQL tests in a database
+of their own, so they never touch other tables on the server they are given.
 """
 
 from __future__ import annotations
@@ -16,10 +17,15 @@ import pytest
 import sqlalchemy as sa
 
 import jobq
+from jobq.database import Database
 from tests import tigerbeetle_server
 
-BACKENDS = ["sqlite", "postgresql"]
-ENV = {"postgresql": "JOBQ_TEST_POSTGRES_URL", "tigerbeetle": "JOBQ_TEST_TIGERBEETLE_BIN"}
+BACKENDS = ["sqlite", "postgresql", "mysql"]
+ENV = {
+    "postgresql": "JOBQ_TEST_POSTGRES_URL",
+    "mysql": "JOBQ_TEST_MYSQL_URL",
+    "tigerbeetle": "JOBQ_TEST_TIGERBEETLE_BIN",
+}
 
 
 def required() -> set[str]:
@@ -58,6 +64,27 @@ def postgres_url() -> Iterator[str]:
     admin.dispose()
 
 
+@pytest.fixture(scope="session")
+def mysql_url() -> Iterator[str]:
+    """A URL of a fresh database on the MySQL server, dropped at the end of the session."""
+    base = os.environ.get(ENV["mysql"])
+    if not base:
+        missing("mysql")
+    name = f"jobq_test_{uuid.uuid4().hex[:8]}"
+    admin = sa.create_engine(Database(base).engine.url)
+    try:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
+    except sa.exc.OperationalError as error:
+        if "mysql" in required():
+            raise
+        pytest.skip(f"mysql unreachable: {error.orig}")
+    yield sa.make_url(base).set(database=name).render_as_string(hide_password=False)
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"DROP DATABASE {name}")
+    admin.dispose()
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     return request.param
@@ -69,7 +96,7 @@ def empty_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> I
     if backend == "sqlite":
         yield f"sqlite:///{tmp_path / 'jobq.db'}"
         return
-    url = request.getfixturevalue("postgres_url")
+    url = request.getfixturevalue({"postgresql": "postgres_url", "mysql": "mysql_url"}[backend])
     _drop_jobq_tables(url)
     yield url
     _drop_jobq_tables(url)
@@ -92,9 +119,11 @@ def store(db_url: str) -> Iterator[jobq.Store]:
 
 
 def _drop_jobq_tables(url: str) -> None:
-    engine = sa.create_engine(url)
+    engine = Database(url).engine
     with engine.begin() as conn:
         names = sa.inspect(conn).get_table_names()
+        if conn.dialect.name in ("mysql", "mariadb"):
+            conn.exec_driver_sql("SET foreign_key_checks = 0")  # no DROP ... CASCADE there
         for name in names:
             if name.startswith("jobq_"):
                 conn.exec_driver_sql(f"DROP TABLE {name} CASCADE")

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 from jobq.dialects.base import Dialect
+from jobq.dialects.mysql import MySQLDialect
 from jobq.dialects.postgresql import PostgresDialect
 from jobq.dialects.sqlite import SQLiteDialect
 
-__all__ = ["Dialect", "PostgresDialect", "SQLiteDialect", "dialect_named", "supported"]
+__all__ = [
+    "Dialect",
+    "MySQLDialect",
+    "PostgresDialect",
+    "SQLiteDialect",
+    "dialect_named",
+    "supported",
+]
 
 
 def supported() -> list[str]:

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 
 import jobq
+from jobq.dialects.types import Moment
 
 app = jobq.App()
 VARIANT = os.environ.get("JOBQ_TEST_CRON", "ticks")
@@ -28,10 +29,10 @@ RUNS = sa.Table(
     sa.Column("task_id", sa.BigInteger, nullable=False),
     sa.Column("attempt", sa.Integer, nullable=False),
     # The tick the run is for: its row's run_at when captured.
-    sa.Column("tick", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("tick", Moment, nullable=False),
     sa.Column("pid", sa.Integer, nullable=False),
-    sa.Column("started", sa.Float, nullable=False),
-    sa.Column("finished", sa.Float, nullable=True),
+    sa.Column("started", sa.Double(), nullable=False),
+    sa.Column("finished", sa.Double(), nullable=True),
 )
 
 _engine: sa.Engine | None = None

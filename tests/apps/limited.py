@@ -17,6 +17,7 @@ import time
 import sqlalchemy as sa
 
 import jobq
+from jobq.dialects.types import Moment
 
 app = jobq.App()
 
@@ -29,10 +30,10 @@ RUNS = sa.Table(
     sa.Column("queue", sa.String(100), nullable=False),
     sa.Column("pid", sa.Integer, nullable=False),
     # The row's started_at: the database's clock when the run was captured.
-    sa.Column("captured", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("captured", Moment, nullable=False),
     # time.time() when the task's code began and ended.
-    sa.Column("started", sa.Float, nullable=False),
-    sa.Column("finished", sa.Float, nullable=True),
+    sa.Column("started", sa.Double(), nullable=False),
+    sa.Column("finished", sa.Double(), nullable=True),
 )
 
 _engine: sa.Engine | None = None

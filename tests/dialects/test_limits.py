@@ -564,7 +564,8 @@ def test_several_limited_queues_each_within_its_own_limit(store: jobq.Store) -> 
 
 def test_an_unlimited_capture_is_one_statement(store: jobq.Store, stale_cache: None) -> None:
     """With limits on other queues (and the Store's copy of them fresh), a capture of
-    unlimited queues costs the one capture statement and nothing more."""
+    unlimited queues costs the capture statement and nothing more (on MySQL, where capture
+    takes steps: picking, taking and reading back what it picked)."""
     store.set_limit("slow", concurrency=1)
     enqueue(store, "fast", 3)
     store.limited_queues()  # read the limits now
@@ -580,7 +581,8 @@ def test_an_unlimited_capture_is_one_statement(store: jobq.Store, stale_cache: N
         assert len(capture(store, 10, ["fast", "other"])) == 0
     finally:
         event.remove(store.engine, "before_cursor_execute", record)
-    assert len(statements) == 2, statements
+    steps = 1 if store.dialect.capture_is_one_statement else 3
+    assert len(statements) == steps + 1, statements  # the second capture picks nothing
 
 
 # --- complete_and_capture -------------------------------------------------------------------------

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 import jobq
 from jobq import migrations
+from jobq.dialects.mysql_ddl import autogenerate_filter
 from jobq.schema import metadata
 
 JOBQ_TABLES = sorted(metadata.tables)
@@ -33,6 +37,17 @@ def jobq_ddl(conn: sa.Connection) -> dict[str, str]:
             "AND name != 'jobq_alembic_version'"
         )
         return {name: " ".join(sql.split()) for name, sql in rows}
+    if conn.dialect.name in ("mysql", "mariadb"):
+        # The whole definition: columns (the generated ones that emulate partial indexes
+        # too), indexes, CHECKs, foreign keys, engine and collation; not the next id, nor
+        # the order in which columns and indexes were added.
+        ddl = {}
+        for table in JOBQ_TABLES:
+            create = conn.exec_driver_sql(f"SHOW CREATE TABLE {table}").one()[1]
+            head, *body, tail = create.splitlines()
+            tail = re.sub(r" AUTO_INCREMENT=\d+", "", tail)
+            ddl[table] = "\n".join([head, *sorted(line.rstrip(",") for line in body), tail])
+        return ddl
     ddl = {}
     for table in JOBQ_TABLES:
         rows = conn.exec_driver_sql(
@@ -63,7 +78,11 @@ def test_upgrade_to_head_matches_schema_py(empty_url: str) -> None:
     store = jobq.Store(empty_url)
     store.migrate()
     with store.engine.connect() as conn:
-        context = MigrationContext.configure(conn, opts={"version_table": migrations.VERSION_TABLE})
+        opts: dict[str, Any] = {"version_table": migrations.VERSION_TABLE}
+        if conn.dialect.name in ("mysql", "mariadb"):
+            # Emulated partial indexes escape autogenerate; the DDL comparison below has them.
+            opts["include_object"] = autogenerate_filter(metadata)
+        context = MigrationContext.configure(conn, opts=opts)
         assert [d for d in compare_metadata(context, metadata) if is_about_jobq(d)] == []
         assert migrations.current(conn) == migrations.head()
         migrated = jobq_ddl(conn)

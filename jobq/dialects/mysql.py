@@ -1,0 +1,404 @@
+"""MySQL 8 / MariaDB 10.6+: SELECT ... FOR UPDATE SKIP LOCKED, then UPDATE by ids, in one
+transaction.
+
+Neither database has UPDATE ... RETURNING (MariaDB's INSERT ... RETURNING is not MySQL's),
+so jobq uses no RETURNING here at all:
+
+- capture picks ids FOR UPDATE SKIP LOCKED, updates those rows and reads them back, in
+  one transaction; concurrent captures skip each other's rows;
+- inserts take their ids from LAST_INSERT_ID. A multi-row INSERT ... VALUES is a "simple
+  insert", whose ids InnoDB allocates together in every auto-increment lock mode (an
+  INSERT ... SELECT may interleave with concurrent inserts in mode 2, MySQL 8's default);
+- partial indexes are emulated (mysql_ddl): queries name the flag column (within);
+- a single-table UPDATE assigns left to right, each expression seeing the columns already
+  set: assignments that read a column come before the assignment of that column.
+
+Engines jobq creates use READ COMMITTED, which takes no gap locks on the rows a capture
+scans; everything is also correct under REPEATABLE READ. A deadlock aborts the whole
+transaction (error 1213), and Database.write runs it again.
+"""
+
+from __future__ import annotations
+
+import graphlib
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.dialects import mysql
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.sql import visitors
+
+from jobq.dialects.base import Dialect
+from jobq.dialects.mysql_ddl import partial_index_column
+from jobq.payload import encode_args
+from jobq.prepared import Prepared
+from jobq.schema import LOCK_KEY_HELD, locks, tasks
+from jobq.tasks import Status
+
+c = tasks.c
+
+# Server error numbers.
+_CHECKREAD = 1020  # MariaDB: a row changed since a snapshot read (innodb_snapshot_isolation)
+_BAD_FIELD = 1054
+_DUPLICATE_KEY = 1062
+_NO_SUCH_TABLE = 1146
+_DEADLOCK = 1213
+
+#: JSON_TABLE column types for the fields of json_records.
+_JSON_TABLE_TYPES: tuple[tuple[type, str], ...] = (
+    (sa.BigInteger, "BIGINT"),
+    (sa.Integer, "INT"),
+    (sa.Float, "DOUBLE"),
+    (sa.Text, "LONGTEXT"),
+    (sa.String, "VARCHAR(255)"),
+)
+
+
+class MySQLDialect(Dialect):
+    name = "mysql"
+    aliases = ("mysql", "mariadb")
+    capture_is_one_statement = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        # @@auto_increment_increment: the step between the ids of one multi-row insert.
+        self._id_step: int | None = None
+        self._id_step_lock = threading.Lock()
+
+    # --- engine ---------------------------------------------------------------------
+
+    def normalize_url(self, url: sa.URL) -> sa.URL:
+        # PyMySQL is the driver of jobq[mysql]; plain mysql:// and mariadb:// mean it.
+        if url.drivername in ("mysql", "mariadb"):
+            return url.set(drivername=f"{url.drivername}+pymysql")
+        return url
+
+    def engine_options(self, url: sa.URL) -> dict[str, Any]:
+        # READ COMMITTED: a capture's scan locks only the rows it takes, and no gaps that
+        # would hold up concurrent enqueues. Recycling stays under the server's
+        # wait_timeout (8 hours by default), after which it drops idle connections.
+        return {"isolation_level": "READ COMMITTED", "pool_recycle": 3600}
+
+    def configure_engine(self, engine: Engine) -> None:
+        if not event.contains(engine, "checkout", self._learn_id_step):
+            event.listen(engine, "checkout", self._learn_id_step)
+
+    def _learn_id_step(self, dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        if self._id_step is None:
+            self._read_id_step(dbapi_connection.cursor())
+
+    def _read_id_step(self, cursor: Any) -> None:
+        with self._id_step_lock:
+            if self._id_step is None:
+                cursor.execute("SELECT @@auto_increment_increment")
+                self._id_step = int(cursor.fetchone()[0])
+
+    def prepare_raw(self, raw: Any) -> None:
+        raw.autocommit(True)  # each statement Database.run sends is atomic on its own
+
+    def raw_commit(self, raw: Any) -> None:
+        pass  # autocommit: the statement committed itself; COMMIT would cost a round trip
+
+    # --- clock ----------------------------------------------------------------------
+
+    def now(self) -> sa.ColumnElement[Any]:
+        # UTC_TIMESTAMP, not NOW(): DATETIME has no time zone and jobq stores UTC. It is
+        # fixed at the start of each statement (not of the transaction).
+        return sa.func.utc_timestamp(sa.literal_column("6"), type_=sa.DateTime())
+
+    def now_plus(self, seconds: sa.ColumnElement[Any] | float) -> sa.ColumnElement[Any]:
+        if isinstance(seconds, sa.ColumnElement):
+            microseconds: Any = sa.func.round(seconds * 1_000_000)
+        else:
+            microseconds = round(seconds * 1_000_000)
+        return sa.func.timestampadd(
+            sa.literal_column("MICROSECOND"), microseconds, self.now(), type_=sa.DateTime()
+        )
+
+    # --- predicates -----------------------------------------------------------------
+
+    def within(self, index: str, columns: Any = c) -> sa.ColumnElement[bool]:
+        # The emulated partial index leads with its flag column: name it, or the index
+        # is of no use (neither MariaDB nor MySQL infers it from the condition).
+        table = columns.id.table  # the tasks table, or an alias of it
+        flag = sa.literal_column(f"{table.name}.{partial_index_column(index)}", sa.Integer)
+        return flag == sa.literal_column("1")
+
+    # --- writes ---------------------------------------------------------------------
+
+    def new_row_values(self, timing: str) -> dict[str, Any]:
+        # The constants inline: a multi-row insert would otherwise bind them once per row.
+        return {
+            **super().new_row_values(timing),
+            "status": sa.literal_column(f"'{Status.QUEUED.value}'", sa.String),
+            "attempt": sa.literal_column("0", sa.Integer),
+            "recurring": sa.false(),
+        }
+
+    def insert_statement(self, timing: str) -> sa.Executable:
+        return sa.insert(tasks).values(
+            **self.new_row_values(timing), args=sa.bindparam("new_args", type_=c.args.type)
+        )
+
+    def insert_many_statement(self, timing: str) -> sa.Executable:
+        # One row, whose VALUES bind_batch repeats once per task (see _Rows).
+        return sa.insert(tasks).values(
+            **self.new_row_values(timing), args=sa.bindparam("new_args", type_=sa.Text)
+        )
+
+    def encode_batch(self, task: str, args_list: Sequence[Mapping[str, Any] | None]) -> Any:
+        return [encode_args(task, args) for args in args_list]
+
+    def bind_batch(
+        self, insert: Prepared, params: dict[str, Any], batch: Any
+    ) -> tuple[Prepared, dict[str, Any]]:
+        return _Rows(insert, len(batch)), {**params, "args_list": batch}  # type: ignore[return-value]
+
+    def inserted_ids(self, cursor: Any) -> list[int]:
+        count, first = cursor.rowcount, cursor.lastrowid
+        if count <= 1:
+            return [first] if count == 1 else []
+        if self._id_step is None:
+            self._read_id_step(_driver_cursor(cursor))
+        assert self._id_step is not None
+        return list(range(first, first + count * self._id_step, self._id_step))
+
+    def insert_unique(self, conn: Connection, timing: str, params: dict[str, Any]) -> int | None:
+        # On a duplicate of the (emulated) unique index, LAST_INSERT_ID(id) makes the
+        # holder's id the one the statement reports: insert-or-find in one statement,
+        # reading the current row even inside a caller's REPEATABLE READ snapshot.
+        stmt = self.memo(
+            ("insert unique", timing),
+            lambda: (
+                mysql.insert(tasks)
+                .values(
+                    **self.new_row_values(timing), args=sa.bindparam("new_args", type_=c.args.type)
+                )
+                .on_duplicate_key_update(id=sa.func.last_insert_id(c.id))
+            ),
+        )
+        return conn.execute(stmt, params).lastrowid
+
+    def upsert_statement(
+        self,
+        table: sa.Table,
+        key: sa.Column[Any],
+        values: dict[str, Any],
+        update: dict[str, Any] | None = None,
+        where: sa.ColumnElement[bool] | None = None,
+    ) -> sa.Insert:
+        if where is not None:
+            # ON DUPLICATE KEY UPDATE has no WHERE; claim_lock does conditional takeovers.
+            raise NotImplementedError("a conditional upsert on MySQL: see claim_lock")
+        if update is None:
+            update = {name: value for name, value in values.items() if name != key.name}
+        return mysql.insert(table).values(**values).on_duplicate_key_update(**update)
+
+    def json_from_text(self, text: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+        return text  # a JSON column takes JSON text as it is
+
+    def json_records(
+        self, array: sa.BindParameter[str], fields: Sequence[tuple[str, Any]]
+    ) -> sa.FromClause:
+        # Names and types are jobq's own constants (run_end.COMPLETION_FIELDS).
+        columns = ", ".join(
+            f"{name} {_json_table_type(type_)} PATH '$.{name}'" for name, type_ in fields
+        )
+        records = sa.text(
+            f"SELECT * FROM JSON_TABLE(:{array.key}, '$[*]' COLUMNS ({columns})) AS each_record"
+        )
+        return (
+            records.bindparams(array)
+            .columns(*[sa.column(name, type_) for name, type_ in fields])
+            .subquery("record")
+        )
+
+    def id_among(self, ids: sa.Select[Any]) -> sa.ColumnElement[bool]:
+        # The UPDATE joins the records on the primary key already; an IN (SELECT ...) of
+        # them would be run once per row of the table.
+        return sa.true()
+
+    def capture_rows(
+        self,
+        conn: Connection,
+        queue_count: int | None,
+        row_lease: bool,
+        unlimited_only: bool,
+        params: dict[str, Any],
+    ) -> Sequence[Sequence[Any]]:
+        pick = self._prepared(
+            conn,
+            ("capture pick", queue_count, unlimited_only),
+            lambda: self.capturable_ids(self.now(), queue_count, unlimited_only).with_for_update(
+                skip_locked=True
+            ),
+        )
+        ids = [row[0] for row in _run(conn, pick, params)]
+        if not ids:
+            return []
+        # IN lists of a few fixed widths, padded with the last id: a handful of statement
+        # shapes for any limit. (An IN (SELECT ...) would scan the table on MariaDB.)
+        width = 1 << (len(ids) - 1).bit_length()
+        picked = {f"picked_{i}": ids[min(i, len(ids) - 1)] for i in range(width)}
+        take = self._prepared(
+            conn,
+            ("capture take", row_lease, unlimited_only, width),
+            lambda: _ordered_update(
+                sa.update(tasks).where(c.id.in_(_picked(width))),
+                self.capture_values(
+                    row_lease=row_lease, now=self.now() if unlimited_only else self.clock()
+                ),
+            ),
+        )
+        conn.exec_driver_sql(take.sql, take.parameters({**params, **picked}))
+        read = self._prepared(
+            conn,
+            ("capture read", width),
+            lambda: sa.select(tasks).where(c.id.in_(_picked(width))),
+        )
+        return _run(conn, read, picked)
+
+    def _prepared(self, conn: Connection, key: Any, build: Any) -> Prepared:
+        return self.memo(("prepared", key), lambda: Prepared(build(), conn.dialect))
+
+    def update_returning_ids(
+        self, conn: Connection, stmt: sa.Update, params: dict[str, Any]
+    ) -> set[int]:
+        # Lock the rows it will change, then change exactly those (they cannot change
+        # meanwhile, nor can others start to match: its WHERE names runs by attempt).
+        locking = self.memo(
+            ("locking ids", stmt),
+            lambda: sa.select(c.id).where(stmt.whereclause).with_for_update(),  # type: ignore[arg-type]
+        )
+        ids = set(conn.execute(locking, params).scalars())
+        if ids:
+            conn.execute(stmt, params)
+        return ids
+
+    # --- wake-up --------------------------------------------------------------------
+    # No LISTEN / NOTIFY: workers poll (Dialect.listen returns False).
+
+    # --- errors ---------------------------------------------------------------------
+
+    def is_missing_schema(self, error: sa.exc.DBAPIError) -> bool:
+        return _errno(error) in (_NO_SUCH_TABLE, _BAD_FIELD)
+
+    def is_lock_key_conflict(self, error: sa.exc.DBAPIError) -> bool:
+        # MySQL 8 names the key table.key, MariaDB key alone.
+        return _errno(error) == _DUPLICATE_KEY and f"{LOCK_KEY_HELD}'" in str(error.orig)
+
+    def is_conflict(self, error: sa.exc.DBAPIError) -> bool:
+        return _errno(error) in (_DEADLOCK, _CHECKREAD)
+
+    # --- locks ----------------------------------------------------------------------
+
+    def claim_lock_statement(
+        self,
+        values: dict[str, Any],
+        takeover: dict[str, Any],
+        when: sa.ColumnElement[bool],
+    ) -> Any:
+        # Take the row over where ``when`` holds, else insert it: an INSERT that finds the
+        # name taken fails alone (InnoDB rolls back the statement, not the transaction).
+        name = locks.c.name == values["name"]
+        take = _ordered_update(sa.update(locks).where(name, when), takeover)
+        return take, sa.insert(locks).values(**values)
+
+    def claim_lock(self, conn: Connection, claim: Any, params: dict[str, Any]) -> bool:
+        take, insert = claim
+        # SQLAlchemy connects with CLIENT_FOUND_ROWS: the rowcount counts matched rows.
+        if conn.execute(take, params).rowcount:
+            return True
+        try:
+            conn.execute(insert, params)
+        except sa.exc.IntegrityError as error:
+            if _errno(error) == _DUPLICATE_KEY:
+                return False  # held, and not ours to take over
+            raise
+        return True
+
+
+class _Rows:
+    """A multi-row INSERT ... VALUES: the one-row ``insert``'s VALUES tuple ``count`` times,
+    each with its own ``new_args`` (from the parameter ``args_list``)."""
+
+    def __init__(self, insert: Prepared, count: int) -> None:
+        head, values, row = insert.sql.partition(" VALUES ")
+        self._insert = insert
+        if insert.positional:
+            self.sql = head + values + ", ".join([row] * count)
+        else:
+            marker = "%(new_args)s"
+            assert row.count(marker) == 1, row
+            self.sql = (
+                head
+                + values
+                + ", ".join(row.replace(marker, f"%(new_args_{i})s") for i in range(count))
+            )
+
+    def parameters(self, values: Mapping[str, Any]) -> Any:
+        args_list = values["args_list"]
+        shared = self._insert.parameters({**values, "new_args": _ARGS})
+        if not self._insert.positional:
+            shared.update({f"new_args_{i}": args for i, args in enumerate(args_list)})
+            return shared
+        slot = shared.index(_ARGS)
+        rows: list[Any] = []
+        row = list(shared)
+        for args in args_list:
+            row[slot] = args
+            rows.extend(row)
+        return tuple(rows)
+
+
+#: Stands for a row's arguments while the shared parameters of _Rows are bound.
+_ARGS = object()
+
+
+def _picked(width: int) -> list[sa.BindParameter[int]]:
+    return [sa.bindparam(f"picked_{i}", type_=sa.BigInteger) for i in range(width)]
+
+
+def _run(conn: Connection, prepared: Prepared, values: Mapping[str, Any]) -> Sequence[Any]:
+    """Run ``prepared`` on ``conn``; its rows as the driver gives them."""
+    return conn.exec_driver_sql(prepared.sql, prepared.parameters(values)).fetchall()
+
+
+def _ordered_update(update: sa.Update, values: dict[str, Any]) -> sa.Update:
+    """``update`` SETting ``values`` in an order that MySQL's left-to-right assignment
+    evaluates as one simultaneous assignment: each column is set only after every
+    expression that reads it."""
+    table = update.table
+    assigned = {name: table.c[name] for name in values}
+    graph: dict[str, set[str]] = {name: set() for name in values}
+    for name, value in values.items():
+        if not isinstance(value, sa.ClauseElement):
+            continue
+        for read in visitors.iterate(value):
+            other = getattr(read, "name", None)
+            if other != name and other in assigned and read is assigned[other]:
+                graph[other].add(name)  # ``other`` is set after ``name`` reads it
+    order = list(graphlib.TopologicalSorter(graph).static_order())  # CycleError: unorderable
+    return update.ordered_values(*[(table.c[name], values[name]) for name in order])
+
+
+def _json_table_type(type_: Any) -> str:
+    for kind, spelling in _JSON_TABLE_TYPES:
+        if isinstance(type_, kind):
+            return spelling
+    raise TypeError(f"no JSON_TABLE type for {type_!r}")
+
+
+def _errno(error: sa.exc.DBAPIError) -> int | None:
+    args = getattr(error.orig, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
+
+
+def _driver_cursor(cursor: Any) -> Any:
+    """A driver cursor on the connection that ``cursor`` (a cursor or a CursorResult) ran on."""
+    if hasattr(cursor, "execute"):
+        return cursor
+    return cursor.context.root_connection.connection.dbapi_connection.cursor()
