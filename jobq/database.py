@@ -27,6 +27,9 @@ from jobq.prepared import Prepared
 DEFAULT_DATABASE_URL = "sqlite:///jobq.db"
 # Driver connections run() keeps for reuse; more are closed after use.
 _MAX_IDLE = 8
+#: Seconds after which an idle driver connection is pinged before it is used again: servers
+#: close idle sessions (MySQL after wait_timeout, 8 hours by default; firewalls sooner).
+PING_AFTER = 30.0
 # How often a unit aborted by a deadlock is tried in all, and the first pause after one.
 _CONFLICT_TRIES = 10
 _FIRST_CONFLICT_PAUSE = 0.002
@@ -52,7 +55,10 @@ class Database:
             url = self.dialect.normalize_url(url)
             try:
                 engine = sa.create_engine(url, **self.dialect.engine_options(url))
-            except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as error:
+            except ImportError as error:
+                missing = self.dialect.missing_driver(url)
+                raise missing or InvalidDatabaseURL(url=safe_url(url), reason=error) from None
+            except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as error:
                 raise InvalidDatabaseURL(url=safe_url(url), reason=error) from None
         self.dialect.configure_engine(engine)
         self.engine: Engine = engine
@@ -62,9 +68,10 @@ class Database:
             if self.dialect.one_statement_autocommit
             else engine
         )
-        # Driver connections owned by run(): taken from the pool once and detached, so
-        # idle ones do not count against it. list.pop and list.append are atomic.
-        self._idle: list[Any] = []
+        # Driver connections owned by run(), each with when it was last put back: taken
+        # from the pool once and detached, so idle ones do not count against it.
+        # list.pop and list.append are atomic.
+        self._idle: list[tuple[Any, float]] = []
         # A forked child must not use its parent's sockets: it starts with none idle.
         forget = weakref.WeakMethod(self._forget_idle_connections)
         os.register_at_fork(after_in_child=lambda: (method := forget()) and method())
@@ -77,7 +84,7 @@ class Database:
     def dispose(self) -> None:
         """Close every pooled connection."""
         while self._idle:
-            _close_quietly(self._idle.pop())
+            _close_quietly(self._idle.pop()[0])
         self.engine.dispose()
 
     def prepare(self, key: Any, build: Callable[[], sa.Executable]) -> Prepared:
@@ -149,7 +156,7 @@ class Database:
                 _close_quietly(raw)
             else:
                 _rollback_quietly(raw)
-                self._idle.append(raw)
+                self._idle.append((raw, time.monotonic()))
             wrapped = sa.exc.DBAPIError.instance(
                 sql, params, error, self._driver_error,
                 connection_invalidated=lost, dialect=self.engine.dialect,
@@ -159,7 +166,7 @@ class Database:
             _close_quietly(raw)  # interrupted mid-statement: its state is unknown
             raise
         if len(self._idle) < _MAX_IDLE:
-            self._idle.append(raw)
+            self._idle.append((raw, time.monotonic()))
         else:
             _close_quietly(raw)
         return outcome
@@ -212,10 +219,16 @@ class Database:
         self._idle = []
 
     def _raw_connection(self) -> Any:
-        try:
-            return self._idle.pop()
-        except IndexError:
-            pass
+        """A driver connection of our own: an idle one (pinged first if it has been idle
+        long enough for the server to have closed it), else a new one."""
+        while True:
+            try:
+                raw, since = self._idle.pop()
+            except IndexError:
+                break
+            if time.monotonic() - since < PING_AFTER or self._alive(raw):
+                return raw
+            _close_quietly(raw)
         try:
             pooled = self.engine.raw_connection()
         except (sa.exc.DBAPIError, self._driver_error) as error:
@@ -224,6 +237,13 @@ class Database:
         pooled.detach()
         self.dialect.prepare_raw(raw)
         return raw
+
+    def _alive(self, raw: Any) -> bool:
+        try:
+            self.engine.dialect.do_ping(raw)
+        except Exception:
+            return False
+        return True
 
     @contextmanager
     def unit(

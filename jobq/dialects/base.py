@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from jobq.errors import RequiresPostgreSQL
+from jobq.errors import JobqError, RequiresPostgreSQL
 from jobq.payload import encode_args_array
 from jobq.prepared import Prepared, RowReader
 from jobq.schema import (
@@ -164,6 +164,10 @@ class Dialect:
     def normalize_url(self, url: sa.URL) -> sa.URL:
         """The URL with this database's default driver filled in."""
         return url
+
+    def missing_driver(self, url: sa.URL) -> JobqError | None:
+        """The error to raise when ``url``'s driver cannot be imported, if jobq's extra has it."""
+        return None
 
     def engine_options(self, url: sa.URL) -> dict[str, Any]:
         """Keyword arguments for create_engine when jobq creates the engine itself."""

@@ -33,6 +33,7 @@ from sqlalchemy.sql import visitors
 
 from jobq.dialects.base import Dialect
 from jobq.dialects.mysql_ddl import partial_index_column
+from jobq.errors import JobqError, MissingExtra
 from jobq.payload import encode_args
 from jobq.prepared import Prepared
 from jobq.schema import LOCK_KEY_HELD, locks, tasks
@@ -75,6 +76,11 @@ class MySQLDialect(Dialect):
         if url.drivername in ("mysql", "mariadb"):
             return url.set(drivername=f"{url.drivername}+pymysql")
         return url
+
+    def missing_driver(self, url: sa.URL) -> JobqError | None:
+        if url.get_driver_name() == "pymysql":
+            return MissingExtra(feature="MySQL through PyMySQL", extra="mysql")
+        return None
 
     def engine_options(self, url: sa.URL) -> dict[str, Any]:
         # READ COMMITTED: a capture's scan locks only the rows it takes, and no gaps that

@@ -18,11 +18,14 @@ from tests.helpers import all_rows
 pytestmark = pytest.mark.slow
 
 
-def run_processes(target, arg_lists: list[tuple], tmp_path: Path) -> list[dict]:  # type: ignore[no-untyped-def, type-arg]
-    """Start one spawned process per argument tuple, release them together, collect output."""
+def run_processes(
+    target, arg_lists: list[tuple], tmp_path: Path, prefix: str = "out"
+) -> list[dict]:  # type: ignore[no-untyped-def, type-arg]
+    """Start one spawned process per argument tuple, release them together, collect output
+    (each writes ``<prefix>-<n>.json`` in ``tmp_path``)."""
     ctx = multiprocessing.get_context("spawn")
     start = ctx.Event()
-    outs = [tmp_path / f"out-{i}.json" for i in range(len(arg_lists))]
+    outs = [tmp_path / f"{prefix}-{i}.json" for i in range(len(arg_lists))]
     processes = [
         ctx.Process(target=target, args=(*args, start, str(out)))
         for args, out in zip(arg_lists, outs, strict=True)

@@ -629,11 +629,15 @@ def test_advisory_key_does_not_depend_on_the_hash_seed() -> None:
     assert outputs[0][1] != outputs[1][1], "the seeds did not change hash(); test is moot"
 
 
-@ON_SQLITE
+@pytest.mark.parametrize("backend", ["sqlite", "mysql"])
 @pytest.mark.parametrize("session", [False, True])
-def test_advisory_lock_requires_postgresql(store: jobq.Store, app: jobq.App, session: bool) -> None:
-    """On SQLite building an AdvisoryLock (directly or from the app) raises RequiresPostgreSQL."""
-    with pytest.raises(jobq.RequiresPostgreSQL, match="requires PostgreSQL"):
+def test_advisory_lock_requires_postgresql(
+    store: jobq.Store, app: jobq.App, session: bool, backend: str
+) -> None:
+    """Elsewhere building an AdvisoryLock (directly or from the app) raises RequiresPostgreSQL."""
+    with pytest.raises(
+        jobq.RequiresPostgreSQL, match=f"requires PostgreSQL; this database is {backend}"
+    ):
         AdvisoryLock(store, "x", session=session)
     with pytest.raises(jobq.RequiresPostgreSQL, match="requires PostgreSQL"):
         app.advisory_lock("x", session=session)

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import jobq
+from jobq import database
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_unreachable_postgresql_names_host_and_database_not_password() -> None:
@@ -18,6 +23,44 @@ def test_unreachable_postgresql_names_host_and_database_not_password() -> None:
     assert "127.0.0.1:1" in message and "'orders'" in message
     assert "hunter2secret" not in message
     assert raised.value.__cause__ is None and raised.value.__suppress_context__
+
+
+def test_unreachable_mysql_names_host_and_database_not_password() -> None:
+    store = jobq.Store("mysql://jobq:hunter2secret@127.0.0.1:1/orders")
+    with pytest.raises(jobq.DatabaseUnavailable) as raised:
+        store.enqueue("t", {})
+    message = str(raised.value)
+    assert "127.0.0.1:1" in message and "'orders'" in message
+    assert "hunter2secret" not in message
+
+
+def test_a_missing_mysql_driver_names_the_extra(tmp_path: Path) -> None:
+    """Without PyMySQL, a mysql:// URL says which extra to install, from the API and the
+    CLI (one line, exit 1); another driver's absence is a bad URL naming the module."""
+    fake = tmp_path / "pymysql"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError(\"No module named 'pymysql'\")\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    code = (
+        "import jobq\n"
+        "for url in ('mysql://u:hunter2secret@h/db', 'mariadb://h/db', 'mysql+pymysql://h/db'):\n"
+        "    try: jobq.Store(url)\n"
+        "    except jobq.MissingExtra as error: print(error)\n"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert (
+        shown.stdout.splitlines()
+        == ["MySQL through PyMySQL needs the 'mysql' extra: pip install 'jobq[mysql]'"] * 3
+    )
+    cli = subprocess.run(
+        [sys.executable, "-m", "jobq.cli", "status", "--database-url", "mysql://h/db"],
+        env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert cli.returncode == 1
+    assert cli.stderr.strip().endswith("pip install 'jobq[mysql]'"), cli.stderr
+    assert "Traceback" not in cli.stderr and len(cli.stderr.strip().splitlines()) == 1
 
 
 def test_sqlite_in_a_missing_directory_is_unavailable(tmp_path: Path) -> None:
@@ -32,6 +75,7 @@ def test_sqlite_in_a_missing_directory_is_unavailable(tmp_path: Path) -> None:
         ("not a url", "not valid"),
         ("oracle://scott:tiger@db/x", "does not run on 'oracle'"),
         ("postgresql+nodriver://u:hunter2secret@h/db", "nodriver"),
+        ("mysql+nodriver://u:hunter2secret@h/db", "nodriver"),
     ],
 )
 def test_bad_urls_are_refused_up_front(url: str, fragment: str) -> None:
@@ -68,21 +112,51 @@ def test_default_url_comes_from_the_environment(
     assert os.path.exists(tmp_path / "jobq.db")
 
 
-@pytest.mark.parametrize("backend", ["postgresql"])  # only a server can drop a connection
+def server_ids(store: jobq.Store) -> list[int]:
+    """The server's ids of the Store's idle driver connections."""
+    if store.dialect.name == "postgresql":
+        return [raw.info.backend_pid for raw, _ in store.db._idle]
+    return [raw.thread_id() for raw, _ in store.db._idle]
+
+
+def end_sessions(store: jobq.Store, ids: list[int]) -> None:
+    """End those sessions from the server's side (as a restart or a timeout would)."""
+    with store.engine.connect() as admin:
+        for session in ids:
+            if store.dialect.name == "postgresql":
+                admin.exec_driver_sql(f"SELECT pg_terminate_backend({int(session)})")
+            else:
+                admin.exec_driver_sql(f"KILL {int(session)}")
+
+
+@pytest.mark.parametrize("backend", ["postgresql", "mysql"])  # only a server drops connections
 def test_a_dropped_connection_is_reported_then_replaced(store: jobq.Store) -> None:
     """The server closes the Store's connection: one call says so, the next reconnects."""
     task_id = store.enqueue("t", {})
     assert store.get(task_id) is not None  # the Store now holds an idle connection
-    held = [raw.info.backend_pid for raw in store.db._idle]
+    held = server_ids(store)
     assert held
-    with store.engine.connect() as admin:
-        for pid in held:
-            admin.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)})")
+    end_sessions(store, held)
     with pytest.raises(jobq.DatabaseUnavailable, match=r"127\.0\.0\.1"):
         store.get(task_id)
     assert store.get(task_id) is not None
     task = store.capture(1, worker_id="w")[0]
     assert store.set_status(task.id, task.attempt, "done")
+
+
+@pytest.mark.parametrize("backend", ["postgresql", "mysql"])
+def test_a_connection_closed_while_idle_is_replaced_unseen(
+    store: jobq.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection idle past PING_AFTER is pinged before use: one the server closed while
+    it sat idle (MySQL's wait_timeout, say) is replaced without an error."""
+    task_id = store.enqueue("t", {})
+    held = server_ids(store)
+    assert held
+    end_sessions(store, held)
+    monkeypatch.setattr(database, "PING_AFTER", 0.0)  # as if they had sat idle long enough
+    assert store.get(task_id) is not None
+    assert set(server_ids(store)).isdisjoint(held)
 
 
 def test_a_forked_child_opens_connections_of_its_own(store: jobq.Store) -> None:
