@@ -21,6 +21,9 @@ from sqlalchemy import event
 
 import jobq
 
+DEFAULT_MYSQL_URL = os.environ.get(
+    "JOBQ_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/test"
+)
 DEFAULT_POSTGRES_URL = os.environ.get(
     "JOBQ_TEST_POSTGRES_URL", "postgresql+psycopg://root@127.0.0.1:5432/test"
 )
@@ -140,6 +143,32 @@ def in_schema(url: str, schema: str) -> str:
     return u.render_as_string(hide_password=False)
 
 
+def mysql_database(url: str, name: str) -> str:
+    """The URL of database ``name`` on ``url``'s MySQL server, created empty now."""
+    engine = jobq.Store(url).engine
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
+        conn.exec_driver_sql(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
+    engine.dispose()
+    return engine.url.set(database=name).render_as_string(hide_password=False)
+
+
+def mysql_server(url: str) -> str:
+    """'MariaDB' or 'MySQL': which server ``url`` reaches."""
+    engine = jobq.Store(url).engine
+    with engine.connect() as conn:
+        name = "MariaDB" if conn.dialect.is_mariadb else "MySQL"
+    engine.dispose()
+    return name
+
+
+def drop_mysql_database(url: str, name: str) -> None:
+    engine = jobq.Store(url).engine
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
+    engine.dispose()
+
+
 def drop_schema(url: str, schema: str) -> None:
     if not schema:
         return
@@ -171,13 +200,21 @@ def sqlite_url(path: str) -> str:
 
 
 def reset(store: jobq.Store) -> None:
-    """Empty the tasks table: TRUNCATE on PostgreSQL; DELETE and a WAL checkpoint on SQLite.
+    """Empty the tasks table: TRUNCATE on PostgreSQL and MySQL; DELETE and a WAL checkpoint
+    on SQLite.
 
-    The schedules that reference task rows go too (CASCADE).
+    The schedules that reference task rows go too (CASCADE; on MySQL, their table first).
     """
     if store.engine.dialect.name == "postgresql":
         with store.engine.begin() as conn:
             conn.exec_driver_sql(f"TRUNCATE {TABLE} CASCADE")
+        return
+    if store.engine.dialect.name in ("mysql", "mariadb"):
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql("DELETE FROM jobq_schedules")
+            conn.exec_driver_sql("SET foreign_key_checks = 0")  # TRUNCATE refuses otherwise
+            conn.exec_driver_sql(f"TRUNCATE {TABLE}")
+            conn.exec_driver_sql("SET foreign_key_checks = 1")
         return
     conn = connect_sqlite(store.engine.url.database)
     try:
@@ -188,8 +225,9 @@ def reset(store: jobq.Store) -> None:
 
 
 def analyze(store: jobq.Store) -> None:
+    mysql = store.engine.dialect.name in ("mysql", "mariadb")
     with store.engine.begin() as conn:
-        conn.exec_driver_sql(f"ANALYZE {TABLE}")
+        conn.exec_driver_sql(f"ANALYZE TABLE {TABLE}" if mysql else f"ANALYZE {TABLE}")
 
 
 def status_counts(store: jobq.Store) -> dict[str, int]:

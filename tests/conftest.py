@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -42,47 +43,44 @@ def missing(backend: str) -> None:
     pytest.skip(reason)
 
 
+@contextmanager
+def server_namespace(backend: str, create: str, drop: str) -> Iterator[tuple[str, str]]:
+    """(base URL, name) of a namespace made on ``backend``'s server by the ``create`` SQL
+    (``{name}`` in it is the name) and removed by ``drop`` at the end; skips (or fails,
+    when required) if the server is not configured or not reachable."""
+    base = os.environ.get(ENV[backend])
+    if not base:
+        missing(backend)
+    name = f"jobq_test_{uuid.uuid4().hex[:8]}"
+    admin = Database(base).engine  # the URL with jobq's default driver filled in
+    try:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(create.format(name=name))
+    except sa.exc.OperationalError as error:
+        if backend in required():
+            raise
+        pytest.skip(f"{backend} unreachable: {error.orig}")
+    yield base, name
+    with admin.begin() as conn:
+        conn.exec_driver_sql(drop.format(name=name))
+    admin.dispose()
+
+
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """A URL whose search_path is a fresh schema, dropped at the end of the session."""
-    base = os.environ.get(ENV["postgresql"])
-    if not base:
-        missing("postgresql")
-    schema = f"jobq_test_{uuid.uuid4().hex[:8]}"
-    url = sa.make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
-    admin = sa.create_engine(base)
-    try:
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    except sa.exc.OperationalError as error:
-        if "postgresql" in required():
-            raise
-        pytest.skip(f"postgresql unreachable: {error.orig}")
-    yield url.render_as_string(hide_password=False)
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-    admin.dispose()
+    create, drop = "CREATE SCHEMA {name}", "DROP SCHEMA {name} CASCADE"
+    with server_namespace("postgresql", create, drop) as (base, schema):
+        url = sa.make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
+        yield url.render_as_string(hide_password=False)
 
 
 @pytest.fixture(scope="session")
 def mysql_url() -> Iterator[str]:
     """A URL of a fresh database on the MySQL server, dropped at the end of the session."""
-    base = os.environ.get(ENV["mysql"])
-    if not base:
-        missing("mysql")
-    name = f"jobq_test_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(Database(base).engine.url)
-    try:
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
-    except sa.exc.OperationalError as error:
-        if "mysql" in required():
-            raise
-        pytest.skip(f"mysql unreachable: {error.orig}")
-    yield sa.make_url(base).set(database=name).render_as_string(hide_password=False)
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"DROP DATABASE {name}")
-    admin.dispose()
+    create = "CREATE DATABASE {name} CHARACTER SET utf8mb4"
+    with server_namespace("mysql", create, "DROP DATABASE {name}") as (base, name):
+        yield sa.make_url(base).set(database=name).render_as_string(hide_password=False)
 
 
 @pytest.fixture(params=BACKENDS)
