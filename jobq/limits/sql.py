@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 
 from jobq.database import Database
 from jobq.dialects import Dialect
-from jobq.dialects.base import waiting
+from jobq.dialects.predicates import waiting
 from jobq.limits import Limit, Rate, parse_rate
 from jobq.schema import limit_starts, limits, status_is, tasks
 from jobq.tasks import Status, Task
