@@ -8,7 +8,6 @@ Store, and with four `jobq worker` processes recording when each run entered and
 from __future__ import annotations
 
 import itertools
-import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +16,7 @@ import sqlalchemy as sa
 
 import jobq
 from jobq import Status
-from tests.acceptance.test_worker_processes import wait_until, worker
+from tests.acceptance.test_worker_processes import stop_workers, wait_until, worker
 from tests.apps import mixed
 from tests.helpers import all_rows
 
@@ -184,9 +183,7 @@ def test_four_workers_never_overlap_two_runs_of_one_lock_key(
             timeout=120,
         )
     finally:
-        for process in processes:
-            process.send_signal(signal.SIGTERM)
-        ended = [process.communicate(timeout=30) for process in processes]
+        ended = stop_workers(processes, app_store)
     for process, (_out, err) in zip(processes, ended, strict=True):
         assert process.returncode == 0, err
         assert "Traceback" not in err and " ERROR " not in err, err  # no capture failed

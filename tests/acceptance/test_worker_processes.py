@@ -36,12 +36,47 @@ def store(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[jobq.Store]:
 
 def worker(db_url: str, *options: str) -> subprocess.Popen[str]:
     """Start `jobq worker` on the mixed test app."""
+    # PYTHONFAULTHANDLER: SIGABRT (see stop_workers) dumps every thread's stack to stderr.
     env = {**os.environ, "PYTHONPATH": str(ROOT), "JOBQ_DATABASE_URL": db_url}
+    env["PYTHONFAULTHANDLER"] = "1"
     return subprocess.Popen(
         [sys.executable, "-m", "jobq.cli", "worker", "--app", "tests.apps.mixed:app",
          "--poll-interval", "0.05", *options],
         env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+
+
+def stop_workers(
+    processes: list[subprocess.Popen[str]],
+    store: jobq.Store | None = None,
+    timeout: float = 30,
+) -> list[tuple[str, str]]:
+    """SIGTERM every worker and collect (stdout, stderr); a worker still running after
+    ``timeout`` seconds is aborted, and the test fails with every thread's stack.
+
+    Given the workers' ``store``, it first waits until each running worker has
+    registered: a SIGTERM is only graceful once its handler is installed.
+    """
+    if store is not None:
+        deadline = time.monotonic() + 60
+        while len(store.live_workers()) < sum(p.poll() is None for p in processes):
+            if time.monotonic() > deadline:
+                break  # the stop below reports whoever hangs
+            time.sleep(0.05)
+    for process in processes:
+        process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    ended, stuck = [], []
+    for process in processes:
+        try:
+            ended.append(process.communicate(timeout=max(deadline - time.monotonic(), 0.1)))
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGABRT)
+            out, err = process.communicate(timeout=30)
+            ended.append((out, err))
+            stuck.append(err)
+    assert not stuck, "a worker did not stop after SIGTERM:\n" + "\n---\n".join(stuck)
+    return ended
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 30) -> None:
