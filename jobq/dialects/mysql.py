@@ -101,10 +101,14 @@ class MySQLDialect(Dialect):
             self._read_id_step(dbapi_connection.cursor())
 
     def _read_id_step(self, cursor: Any) -> None:
-        with self._id_step_lock:
-            if self._id_step is None:
-                cursor.execute("SELECT @@auto_increment_increment")
-                self._id_step = int(cursor.fetchone()[0])
+        """Learn @@auto_increment_increment, once, on the driver ``cursor`` (then closed)."""
+        try:
+            with self._id_step_lock:
+                if self._id_step is None:
+                    cursor.execute("SELECT @@auto_increment_increment")
+                    self._id_step = int(cursor.fetchone()[0])
+        finally:
+            cursor.close()
 
     def prepare_raw(self, raw: Any) -> None:
         raw.autocommit(True)  # each statement Database.run sends is atomic on its own
@@ -423,7 +427,7 @@ def _errno(error: sa.exc.DBAPIError) -> int | None:
 
 
 def _driver_cursor(cursor: Any) -> Any:
-    """A driver cursor on the connection that ``cursor`` (a cursor or a CursorResult) ran on."""
+    """A new driver cursor on the connection ``cursor`` (a cursor or a CursorResult) ran on."""
     if hasattr(cursor, "execute"):
-        return cursor
+        return cursor.connection.cursor()
     return cursor.context.root_connection.connection.dbapi_connection.cursor()
