@@ -11,14 +11,19 @@ import random
 import socket
 import struct
 import threading
+import time
 from contextlib import suppress
 
 
 class CuttingProxy:
     """Forwards 127.0.0.1:``port`` to 127.0.0.1:``target_port``; ``cutting`` turns cuts on."""
 
-    def __init__(self, target_port: int, *, mean_gap: float = 0.5, seed: int = 0) -> None:
+    def __init__(
+        self, target_port: int, *, mean_gap: float = 0.5, seed: int = 0, cut_for: float = 3600
+    ) -> None:
         self.target_port = target_port
+        # However the run goes, cutting ends this many seconds from now.
+        self.cut_until = time.monotonic() + cut_for
         self.mean_gap = mean_gap  # mean seconds between two cuts
         self.cutting = threading.Event()
         self.cuts = 0
@@ -64,7 +69,7 @@ class CuttingProxy:
 
     def _cut_at_random(self) -> None:
         while not self._stopped.wait(self._rng.expovariate(1 / self.mean_gap)):
-            if not self.cutting.is_set():
+            if not self.cutting.is_set() or time.monotonic() > self.cut_until:
                 continue
             with self._lock:
                 pair = self._rng.choice(self._pairs) if self._pairs else None

@@ -255,7 +255,7 @@ def run(
     store = prepare(server.url)
     enqueue(store, tasks_count)
     report = Report(tasks=tasks_count)
-    proxy = CuttingProxy(server.port, seed=seed) if faults.proxy else None
+    proxy = CuttingProxy(server.port, seed=seed, cut_for=deadline) if faults.proxy else None
     worker_url = server.url
     if proxy is not None:
         worker_url = server.url.replace(f":{server.port}/", f":{proxy.port}/")
