@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from jobq.database import database_url
-from jobq.errors import InvalidAppPath, InvalidOption, UnknownTask
+from jobq.errors import InvalidAppPath, InvalidOption, InvalidTaskArguments, UnknownTask
 from jobq.limits import Limit, Rate
 from jobq.locks import AdvisoryLock, Lease, Mutex, TimeoutLock
 from jobq.periodic import Schedule
@@ -209,7 +209,7 @@ class App:
         arguments = definition.check_arguments(kwargs)
         task_id = self.store.enqueue(
             definition.name, arguments,
-            queue=queue or definition.queue,
+            queue=definition.queue if queue is None else queue,
             priority=definition.priority if priority is None else priority,
             run_at=run_at, delay=delay, retries=definition.retries, timeout=definition.timeout,
             lease=definition.lease, unique_key=definition.unique_key(arguments),
@@ -237,7 +237,7 @@ class App:
         definition = self.definition(name)
         checked = [definition.check_arguments(kwargs) for kwargs in kwargs_list]
         options: dict[str, Any] = dict(
-            queue=queue or definition.queue,
+            queue=definition.queue if queue is None else queue,
             priority=definition.priority if priority is None else priority,
             run_at=run_at, delay=delay, retries=definition.retries, timeout=definition.timeout,
             lease=definition.lease, connection=connection,
@@ -300,7 +300,7 @@ class TaskFunction:
         """Enqueue one run per entry of ``kwargs_list``, sharing the underscore options; ids."""
         unknown = set(options) - set(ENQUEUE_OPTIONS)
         if unknown:
-            raise TypeError(
+            raise InvalidTaskArguments(
                 f"task {self.name!r}: unknown enqueue option(s) {', '.join(sorted(unknown))}; "
                 f"options are {', '.join(ENQUEUE_OPTIONS)}"
             )
@@ -314,7 +314,7 @@ def _split_options(task: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     options = {}
     for key in [k for k in kwargs if k.startswith("_")]:
         if key not in ENQUEUE_OPTIONS:
-            raise TypeError(
+            raise InvalidTaskArguments(
                 f"task {task!r}: unknown enqueue option {key!r}; "
                 f"options are {', '.join(ENQUEUE_OPTIONS)}"
             )

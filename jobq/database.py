@@ -23,6 +23,7 @@ from jobq.dialects import Dialect, dialect_named, supported
 from jobq.dialects.base import READ_ONLY
 from jobq.errors import DatabaseUnavailable, InvalidDatabaseURL, SchemaNotMigrated
 from jobq.prepared import Prepared
+from jobq.validation import is_unicode
 
 DEFAULT_DATABASE_URL = "sqlite:///jobq.db"
 # Driver connections run() keeps for reuse; more are closed after use.
@@ -58,8 +59,10 @@ class Database:
             except ImportError as error:
                 missing = self.dialect.missing_driver(url)
                 raise missing or InvalidDatabaseURL(url=safe_url(url), reason=error) from None
-            except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as error:
-                raise InvalidDatabaseURL(url=safe_url(url), reason=error) from None
+            except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ValueError) as error:
+                # ValueError: a query argument the driver's dialect cannot read (?timeout=x).
+                reason = str(error).strip().splitlines()[0]
+                raise InvalidDatabaseURL(url=safe_url(url), reason=reason) from None
         self.dialect.configure_engine(engine)
         self.engine: Engine = engine
         # Same pool; connections checked out through it run each statement in autocommit.
@@ -323,12 +326,20 @@ def _rollback_quietly(raw: Any) -> None:
 
 def parse_url(url: str | sa.URL) -> sa.URL:
     """``url`` parsed, or InvalidDatabaseURL."""
+    # Drivers fail on either when they connect, with messages that do not name the URL.
+    if isinstance(url, str) and "\x00" in url:
+        raise InvalidDatabaseURL(url=safe_url(url), reason="it contains a NUL character")
+    if isinstance(url, str) and not is_unicode(url):
+        raise InvalidDatabaseURL(url=safe_url(url), reason="it is not valid Unicode text")
     try:
-        return sa.make_url(url)
-    except sa.exc.ArgumentError:
+        parsed = sa.make_url(url)
+    except (sa.exc.ArgumentError, ValueError):  # ValueError: a port that is not a number
+        parsed = None
+    if parsed is None or parsed.drivername.count("+") > 1:
         raise InvalidDatabaseURL(
             url=safe_url(url), reason="expected dialect://user:password@host:port/database"
-        ) from None
+        )
+    return parsed
 
 
 def safe_url(url: str | sa.URL) -> str:
@@ -337,7 +348,7 @@ def safe_url(url: str | sa.URL) -> str:
         return url.render_as_string(hide_password=True)
     try:
         return sa.make_url(url).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
+    except (sa.exc.ArgumentError, ValueError):
         # Unparseable: mask anything between ':' and '@' of the authority.
         head, sep, tail = url.partition("@")
         return (head.rsplit(":", 1)[0] + ":***@" + tail) if sep and ":" in head else url

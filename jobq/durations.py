@@ -35,9 +35,10 @@ def parse_duration(value: str | float) -> float:
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a duration; expected {_EXAMPLES}")
     if isinstance(value, int | float):
-        seconds = float(value)
-        if not math.isfinite(seconds) or seconds < 0:
+        # Compared before any float(): an int past a float's range fails to convert.
+        if (isinstance(value, float) and not math.isfinite(value)) or value < 0:
             raise ValueError(f"{value!r} is not a non-negative number of seconds")
+        seconds = value
     elif not isinstance(value, str):
         raise ValueError(f"{value!r} is not a duration; expected {_EXAMPLES}")
     elif plain := _PLAIN.fullmatch(value):
@@ -48,7 +49,7 @@ def parse_duration(value: str | float) -> float:
         raise ValueError(f"{value!r} is not a duration; expected {_EXAMPLES}")
     if seconds > MAX_SECONDS:
         raise ValueError(f"{value!r} is longer than the maximum of 100 years")
-    return seconds
+    return float(seconds)
 
 
 def format_duration(seconds: float) -> str:

@@ -17,7 +17,7 @@ from jobq.errors import InvalidOption
 from jobq.payload import check_args, encode_args
 from jobq.prepared import Prepared
 from jobq.tasks import as_utc
-from jobq.validation import check_datetime, check_int, check_key, check_seconds
+from jobq.validation import INT32, check_datetime, check_int, check_key, check_seconds
 
 # enqueue_many sends at most this many rows per statement.
 _BATCH = 5000
@@ -160,8 +160,8 @@ class Enqueuer:
         check_key("queue", queue, required=True)
         check_key("unique_key", unique_key)
         check_key("lock_key", lock_key)
-        check_int("priority", priority)
-        check_int("retries", retries, minimum=0)
+        check_int("priority", priority, minimum=INT32[0], maximum=INT32[1])
+        check_int("retries", retries, minimum=0, maximum=INT32[1])
         check_seconds("lease", lease, positive=True)
         if timeout is not None:
             check_seconds("timeout", timeout, positive=True)

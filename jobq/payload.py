@@ -13,6 +13,14 @@ from jobq.errors import InvalidOption, InvalidTaskArguments
 # not JSON, and other languages reading the rows would choke on them.
 _ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
 _NOT_JSON = (TypeError, ValueError, RecursionError)
+# Writes strings as they are, so that encoding its text as UTF-8 finds lone surrogates.
+_UNESCAPED = json.JSONEncoder(ensure_ascii=False)
+
+#: The deepest nesting of objects and arrays in a stored document (arguments count as
+#: one level): MariaDB checks its JSON columns with JSON_VALID, which refuses deeper ones.
+MAX_DEPTH = 31
+# What the encoder writes as JSON objects and arrays.
+_CONTAINERS = (dict, list, tuple)
 
 
 def check_args(task: str, args: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -41,7 +49,7 @@ def encode_args_array(task: str, args_list: Sequence[Mapping[str, Any] | None]) 
     """A JSON array of the ``args_list`` objects, encoded in one call; errors name the culprit."""
     checked = [check_args(task, args) for args in args_list]
     try:
-        return _ENCODER.encode(checked)
+        text = _ENCODER.encode(checked)
     except _NOT_JSON:
         for args in checked:
             for key, value in args.items():
@@ -50,6 +58,49 @@ def encode_args_array(task: str, args_list: Sequence[Mapping[str, Any] | None]) 
                 except _NOT_JSON as error:
                     raise InvalidTaskArguments(argument=key, task=task, reason=error) from None
         raise
+    # Cheap tests first: arguments nest deeply only with as many brackets, and a lone
+    # surrogate is escaped as \udXXX (as is each half of a pair: characters past U+FFFF).
+    brackets = text.count("[") + text.count("{") - len(checked) - 1
+    if (brackets >= MAX_DEPTH and _deeper_than(checked, MAX_DEPTH + 1)) or (
+        "\\ud" in text and not _is_unicode(checked)
+    ):
+        for args in checked:
+            for key, value in args.items():
+                problem = _unstorable(key, value)
+                if problem:
+                    raise InvalidTaskArguments(argument=key, task=task, reason=problem)
+    return text
+
+
+def _unstorable(key: str, value: Any) -> str | None:
+    """Why argument ``key`` (JSON already) cannot be stored on every database, or None."""
+    if _deeper_than(value, MAX_DEPTH - 1):
+        return f"it nests more than {MAX_DEPTH - 1} levels of objects and arrays"
+    if not _is_unicode([key, value]):
+        return "it holds a lone surrogate, which is not Unicode text"
+    return None
+
+
+def _deeper_than(value: Any, levels: int) -> bool:
+    """Whether ``value`` nests more than ``levels`` levels of objects and arrays."""
+    containers = [value] if isinstance(value, _CONTAINERS) else []
+    for _ in range(levels):
+        containers = [
+            item
+            for container in containers
+            for item in (container.values() if isinstance(container, dict) else container)
+            if isinstance(item, _CONTAINERS)
+        ]
+    return bool(containers)
+
+
+def _is_unicode(value: Any) -> bool:
+    """Whether every string in ``value`` (JSON already) is valid Unicode text."""
+    try:
+        _UNESCAPED.encode(value).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def result_problem(result: Any) -> str | None:

@@ -11,7 +11,7 @@ from typing import Any
 from jobq.errors import InvalidOption, InvalidTaskArguments
 from jobq.payload import check_args, encode_args
 from jobq.retry import Backoff, ExponentialBackoff
-from jobq.validation import check_int, check_key, check_seconds
+from jobq.validation import INT32, check_int, check_key, check_seconds
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,8 @@ class TaskDefinition:
     def __post_init__(self) -> None:
         check_key("name", self.name, required=True)
         check_key("queue", self.queue, required=True)
-        check_int("retries", self.retries, minimum=0)
-        check_int("priority", self.priority)
+        check_int("retries", self.retries, minimum=0, maximum=INT32[1])
+        check_int("priority", self.priority, minimum=INT32[0], maximum=INT32[1])
         check_seconds("lease", self.lease, positive=True)
         if self.timeout is not None:
             check_seconds("timeout", self.timeout, positive=True)
@@ -156,6 +156,10 @@ def _format(
     except KeyError as error:
         raise InvalidTaskArguments(
             f"task {task!r}: {option} template {template!r} needs argument {error.args[0]!r}"
+        ) from None
+    except (ValueError, TypeError) as error:  # a format spec that does not fit the value
+        raise InvalidTaskArguments(
+            f"task {task!r}: {option} template {template!r} cannot format the arguments: {error}"
         ) from None
     check_key(option, key, required=True)
     return key

@@ -20,7 +20,7 @@ from jobq.payload import encode_records, encode_result
 from jobq.retry import Backoff
 from jobq.schema import HAS_RETRIES, status_is, tasks
 from jobq.tasks import Completion, Status, as_utc
-from jobq.validation import check_datetime, check_int, check_seconds
+from jobq.validation import INT32, check_datetime, check_int, check_seconds
 
 c = tasks.c
 
@@ -143,7 +143,7 @@ def check_end(
     """Check one end of run's parts but its result (InvalidOption naming the bad one)."""
     status = Status.parse(status)
     check_int("id", id)
-    check_int("attempt", attempt, minimum=1)
+    check_int("attempt", attempt, minimum=1, maximum=INT32[1])
     if status not in END_STATUSES:
         raise InvalidOption(option="status", reason="only capture moves a task to in_progress")
     if run_at is not None and retry_delay is not None:

@@ -58,7 +58,7 @@ class Cron:
             raise InvalidOption(option="timezone", reason=f"{self.timezone!r} is not a timezone")
         try:
             return ZoneInfo(self.timezone)
-        except (ZoneInfoNotFoundError, ValueError):
+        except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: 'America', a directory
             raise InvalidOption(
                 option="timezone",
                 reason=f"unknown timezone {self.timezone!r} (expected an IANA name such as "

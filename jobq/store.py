@@ -28,7 +28,7 @@ from jobq.retry import Backoff, ExponentialBackoff
 from jobq.schema import status_is, tasks
 from jobq.task_admin import TaskAdmin
 from jobq.tasks import Completion, Status, Task
-from jobq.validation import check_int, check_key, check_seconds, queue_list
+from jobq.validation import INT32, check_int, check_key, check_seconds, queue_list
 from jobq.worker_registry import WorkerRegistry
 
 c = tasks.c
@@ -392,7 +392,7 @@ def _capture_options(
     limit: int, queues: Sequence[str] | str | None, worker_id: str, lease: float | None
 ) -> list[str] | None:
     """Check capture's options; the queue names (None: every queue)."""
-    check_int("limit", limit, minimum=0)
+    check_int("limit", limit, minimum=0, maximum=INT32[1])
     check_key("worker_id", worker_id, required=True)
     if lease is not None:
         check_seconds("lease", lease, positive=True)

@@ -13,7 +13,7 @@ from jobq.database import Database
 from jobq.dialects import Dialect
 from jobq.schema import HOLDS_UNIQUE_KEY, status_is, tasks
 from jobq.tasks import Status, Task, as_utc
-from jobq.validation import check_int, check_key
+from jobq.validation import INT32, check_int, check_key
 
 c = tasks.c
 
@@ -107,7 +107,7 @@ class TaskAdmin:
         self, *, status: Status | str | None = None, queue: str | None = None, limit: int = 50
     ) -> list[Task]:
         """The newest ``limit`` tasks, optionally of one status and one queue."""
-        check_int("limit", limit, minimum=0)
+        check_int("limit", limit, minimum=0, maximum=INT32[1])
         check_key("queue", queue)
         params: dict[str, Any] = {"limit": limit}
         if status is not None:

@@ -10,7 +10,8 @@ import click
 
 from jobq.cli.common import PRIORITY, RETRIES
 from jobq.durations import parse_duration
-from jobq.errors import InvalidOption, JobqError
+from jobq.errors import InvalidOption, InvalidTaskArguments, JobqError
+from jobq.payload import encode_args
 from jobq.validation import check_int, check_key
 
 
@@ -98,7 +99,7 @@ LINE_OPTIONS = {
 
 
 def _task_line(text: str) -> TaskLine:
-    """One --file line as a TaskLine, or ValueError (or InvalidOption) saying what is wrong."""
+    """One --file line as a TaskLine, or ValueError (or another JobqError) saying what is wrong."""
     entry = _json_object(text)
     unknown = sorted(set(entry) - {"name", "kwargs", *LINE_OPTIONS})
     if unknown:
@@ -110,6 +111,7 @@ def _task_line(text: str) -> TaskLine:
     kwargs = entry.get("kwargs", {})
     if not isinstance(kwargs, dict):
         raise ValueError(f"'kwargs' must be a JSON object, not {_json_type(kwargs)}")
+    encode_args(entry["name"], kwargs)  # JSON, but perhaps not storable: too deep, say
     options: dict[str, Any] = {}
     for key, option in LINE_OPTIONS.items():
         if key not in entry:
@@ -140,7 +142,7 @@ def read_task_file(file: IO[str]) -> list[TaskLine]:
                 continue
             try:
                 tasks.append(_task_line(text))
-            except (ValueError, InvalidOption) as error:
+            except (ValueError, InvalidOption, InvalidTaskArguments) as error:
                 raise JobqError(f"{file.name} line {number}: {error}") from None
     except UnicodeDecodeError as error:
         raise JobqError(f"{file.name} is not UTF-8 text: {error}") from None

@@ -11,10 +11,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import TYPE_CHECKING, Protocol
 
 from jobq.durations import MAX_SECONDS, UNITS, parse_duration
 from jobq.errors import InvalidOption
+from jobq.validation import shown
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -41,12 +43,12 @@ class Rate:
         check_count("rate", self.count, "count ")
         period = self.period
         if isinstance(period, bool) or not isinstance(period, int | float):
-            reason = f"period {period!r} is not a number of seconds"
+            reason = f"period {shown(period)} is not a number of seconds"
             raise InvalidOption(option="rate", reason=reason)
-        if not math.isfinite(period) or period <= 0:
-            raise InvalidOption(option="rate", reason=f"period {period!r} must be positive")
+        if (isinstance(period, float) and not math.isfinite(period)) or period <= 0:
+            raise InvalidOption(option="rate", reason=f"period {shown(period)} must be positive")
         if period > MAX_SECONDS:
-            reason = f"period {period!r} is longer than the maximum of 100 years"
+            reason = f"period {shown(period)} is longer than the maximum of 100 years"
             raise InvalidOption(option="rate", reason=reason)
 
     def __str__(self) -> str:
@@ -73,7 +75,12 @@ def parse_rate(value: str | Rate) -> Rate:
         )
         reason = f"{value!r}: the period {period!r} {problem}"
         raise InvalidOption(option="rate", reason=reason) from None
-    return Rate(int(count), seconds)
+    try:
+        number = int(count)
+    except ValueError:  # more digits than int() reads (4300): far above the maximum
+        reason = f"count {count[:10]}... ({len(count)} digits) is above the maximum of {MAX_COUNT}"
+        raise InvalidOption(option="rate", reason=reason) from None
+    return Rate(number, seconds)
 
 
 @dataclass(frozen=True)
@@ -141,16 +148,19 @@ class Limiter(Protocol):
 def check_count(option: str, value: object, label: str = "") -> None:
     """A positive integer that the database's 32-bit columns can store."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidOption(option=option, reason=f"{label}{value!r} is not a positive integer")
+        raise InvalidOption(
+            option=option, reason=f"{label}{shown(value)} is not a positive integer"
+        )
     if value > MAX_COUNT:
-        reason = f"{label}{value} is above the maximum of {MAX_COUNT}"
+        reason = f"{label}{shown(value)} is above the maximum of {MAX_COUNT}"
         raise InvalidOption(option=option, reason=reason)
 
 
 def _format_period(seconds: float) -> str:
     """``seconds`` exactly, in the units parse_rate reads: ``2s``, ``1h30m15s``, ``0.5s``."""
     if seconds != int(seconds):
-        return f"{seconds:g}s"
+        # The shortest decimal that reads back as the same float, never in E notation.
+        return f"{Decimal(repr(float(seconds))):f}s"
     parts, remaining = [], int(seconds)
     for unit in ("d", "h", "m", "s"):
         amount, remaining = divmod(remaining, UNITS[unit])
