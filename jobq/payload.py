@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobq.errors import InvalidOption, InvalidTaskArguments
+from jobq.validation import is_unicode
 
 # One encoder for every call: json.dumps with non-default options builds a new encoder
 # each time, which dominated bulk enqueue. allow_nan=False because NaN and Infinity are
@@ -96,11 +97,7 @@ def _deeper_than(value: Any, levels: int) -> bool:
 
 def _is_unicode(value: Any) -> bool:
     """Whether every string in ``value`` (JSON already) is valid Unicode text."""
-    try:
-        _UNESCAPED.encode(value).encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    return is_unicode(_UNESCAPED.encode(value))
 
 
 def result_problem(result: Any) -> str | None:
