@@ -14,8 +14,10 @@ from jobq.errors import (
     LockKindMismatch,
     LockNotAcquired,
     MissingExtra,
+    PayloadTooLarge,
     RequiresPostgreSQL,
     SchemaNotMigrated,
+    SchemaTooNew,
     UnknownSchedule,
     UnknownStatus,
     UnknownTask,
@@ -26,7 +28,7 @@ from jobq.periodic import Schedule, ScheduleState
 from jobq.retry import Backoff, ExponentialBackoff, FixedBackoff
 from jobq.schedule import Cron
 from jobq.store import Store
-from jobq.tasks import Status, Task
+from jobq.tasks import Status, Task, Undecodable
 
 __all__ = [
     "AdvisoryLock",
@@ -46,16 +48,19 @@ __all__ = [
     "LockNotAcquired",
     "MissingExtra",
     "Mutex",
+    "PayloadTooLarge",
     "RequiresPostgreSQL",
     "Retry",
     "Schedule",
     "ScheduleState",
     "SchemaNotMigrated",
+    "SchemaTooNew",
     "Status",
     "Store",
     "Task",
     "TaskFunction",
     "TimeoutLock",
+    "Undecodable",
     "UnknownSchedule",
     "UnknownStatus",
     "UnknownTask",

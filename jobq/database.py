@@ -10,18 +10,26 @@ from __future__ import annotations
 import itertools
 import os
 import random
+import re
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
+from urllib.parse import quote, unquote
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from jobq.dialects import Dialect, dialect_named, supported
 from jobq.dialects.base import READ_ONLY
-from jobq.errors import DatabaseUnavailable, InvalidDatabaseURL, SchemaNotMigrated
+from jobq.dialects.room import Room
+from jobq.errors import (
+    DatabaseUnavailable,
+    InvalidDatabaseURL,
+    PayloadTooLarge,
+    SchemaNotMigrated,
+)
 from jobq.prepared import Prepared
 from jobq.validation import is_unicode
 
@@ -37,6 +45,18 @@ _FIRST_CONFLICT_PAUSE = 0.002
 
 _T = TypeVar("_T")
 
+#: Query parameters whose values are credentials, by a piece of their names: password,
+#: passwd, sslpassword, pwd, secret, token, api_key, ...
+_CREDENTIAL_NAME = re.compile(r"pass|pwd|secret|token|key|credential", re.IGNORECASE)
+#: A query parameter: separator, name, value. The value runs on through any '&' that
+#: starts no parameter of its own (a raw '&' in a password), so none of it is left out.
+_PARAMETER = re.compile(r"([?&])([^=&?#]*)=((?:[^&]|&(?![^=&?]*=))*)")
+#: What splits a credential into the pieces that messages may show apart.
+_PIECES = re.compile(r"[@/?#:&]")
+#: Credentials shorter than this are not scrubbed from messages: replacing one or two
+#: characters wherever they occur would garble the message, and hides nothing worth it.
+_SHORTEST_SCRUBBED = 3
+
 
 def database_url(explicit: str | sa.URL | None = None) -> str | sa.URL:
     """The URL to use: ``explicit``, else $JOBQ_DATABASE_URL, else sqlite:///jobq.db."""
@@ -47,24 +67,30 @@ class Database:
     """A SQLAlchemy engine configured for jobq, with its Dialect."""
 
     def __init__(self, url_or_engine: str | sa.URL | Engine | None = None) -> None:
+        given: str | sa.URL
         if isinstance(url_or_engine, Engine):
             engine = url_or_engine
+            given = engine.url
             self.dialect = dialect_for(engine.url)
         else:
-            url = parse_url(database_url(url_or_engine))
-            self.dialect = dialect_for(url)
+            given = database_url(url_or_engine)
+            url = parse_url(given)
+            self.dialect = dialect_for(url, given)
             url = self.dialect.normalize_url(url)
             try:
                 engine = sa.create_engine(url, **self.dialect.engine_options(url))
             except ImportError as error:
                 missing = self.dialect.missing_driver(url)
-                raise missing or InvalidDatabaseURL(url=safe_url(url), reason=error) from None
+                reason = scrub(str(error), given)
+                raise missing or InvalidDatabaseURL(url=safe_url(given), reason=reason) from None
             except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ValueError) as error:
                 # ValueError: a query argument the driver's dialect cannot read (?timeout=x).
-                reason = str(error).strip().splitlines()[0]
-                raise InvalidDatabaseURL(url=safe_url(url), reason=reason) from None
+                reason = scrub(_first_line(error), given)
+                raise InvalidDatabaseURL(url=safe_url(given), reason=reason) from None
         self.dialect.configure_engine(engine)
         self.engine: Engine = engine
+        # The URL as given: where it held a raw '@', its text shows what parsing lost.
+        self._given = given
         # Same pool; connections checked out through it run each statement in autocommit.
         self._one_statement_engine = (
             engine.execution_options(isolation_level="AUTOCOMMIT")
@@ -82,13 +108,20 @@ class Database:
         self._raw_ok = self.dialect.raw_connections_ok(engine)
 
     def __repr__(self) -> str:
-        return safe_url(self.engine.url)
+        return safe_url(self._given)
 
     def dispose(self) -> None:
         """Close every pooled connection."""
         while self._idle:
             _close_quietly(self._idle.pop()[0])
         self.engine.dispose()
+
+    def room(self) -> Room:
+        """How many bytes one statement's parameters may take on this database."""
+        try:
+            return self.dialect.room(self.engine)
+        except sa.exc.DBAPIError as error:  # it had to ask the server, which did not answer
+            raise self.unavailable(error) from None
 
     def prepare(self, key: Any, build: Callable[[], sa.Executable]) -> Prepared:
         """The Prepared form of the statement ``build()`` makes, built once per ``key``."""
@@ -290,20 +323,29 @@ class Database:
     def translate(self, error: sa.exc.DBAPIError) -> Exception:
         """SchemaNotMigrated or DatabaseUnavailable when ``error`` means that, else ``error``."""
         if self.dialect.is_missing_schema(error):
-            return SchemaNotMigrated(database=self.engine.url.database)
+            return SchemaNotMigrated(database=self.shown_database)
+        if self.dialect.is_too_large(error):  # the server may have hung up: not an outage
+            reason = str(getattr(error, "orig", error)).strip().splitlines()[0]
+            return PayloadTooLarge(f"A statement was too large for this database: {reason}")
         if error.connection_invalidated:
             return self.unavailable(error)
         return error
 
     def unavailable(self, error: Exception) -> DatabaseUnavailable:
-        """DatabaseUnavailable for ``error``, naming host and database, never the password."""
-        url = self.engine.url
+        """DatabaseUnavailable for ``error``, naming host and database, never a credential."""
         driver_error = getattr(error, "orig", None) or error
-        reason = str(driver_error).strip().splitlines()[0]
-        if url.password:
-            reason = reason.replace(str(url.password), "***")
-        host = f"{url.host}:{url.port}" if url.port else url.host or "this machine"
-        return DatabaseUnavailable(database=url.database, host=host, reason=reason)
+        reason = scrub(scrub(_first_line(driver_error), self._given), self.engine.url)
+        shown = _shown(self._given)
+        host = shown and (f"{shown.host}:{shown.port}" if shown.port else shown.host)
+        return DatabaseUnavailable(
+            database=self.shown_database, host=host or "this machine", reason=reason
+        )
+
+    @property
+    def shown_database(self) -> str | None:
+        """The database's name as messages show it: never a piece of the credentials."""
+        shown = _shown(self._given)
+        return shown.database if shown else None
 
 
 def _all_rows(cursor: Any) -> list[Any]:
@@ -343,23 +385,127 @@ def parse_url(url: str | sa.URL) -> sa.URL:
 
 
 def safe_url(url: str | sa.URL) -> str:
-    """The URL with its password masked."""
+    """``url`` for people to read: no piece of its credentials, wherever they are in it.
+
+    The password is masked, and so is the value of every query parameter named like a
+    credential (?password=, ?sslpassword=, ?token=, ...). Where the text holds more than
+    one '@' (a password with an unescaped one, whose tail SQLAlchemy reads as the host or
+    the database), all before the last '@' of the authority counts as credentials; so too
+    in a URL that does not parse. When in doubt, more is hidden, never less.
+    """
+    # Query values first, every time: one may hold an '@' that is not the authority's.
     if isinstance(url, sa.URL):
-        return url.render_as_string(hide_password=True)
+        text = _PARAMETER.sub(_masked_parameter, url.render_as_string(hide_password=True))
+        return _masked_userinfo(unquote(text)) if _spilt(url) else text
+    parsed = _parsed(url)
+    if parsed is None or url.count("@") > 1:
+        return _masked_userinfo(_PARAMETER.sub(_masked_parameter, url))
+    # One '@' or none: SQLAlchemy read the credentials as they were meant.
+    return _PARAMETER.sub(_masked_parameter, parsed.render_as_string(hide_password=True))
+
+
+def scrub(text: str, url: str | sa.URL) -> str:
+    """``text`` (a driver's error message, say) with every credential in ``url`` masked:
+    the password and credential query values, whole, decoded or encoded, and the pieces
+    of a password holding raw '@'s (which drivers take for the host, say)."""
+    for secret in sorted(_credentials(url), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def _parsed(url: str) -> sa.URL | None:
     try:
-        return sa.make_url(url).render_as_string(hide_password=True)
+        return sa.make_url(url)
+    except (sa.exc.ArgumentError, ValueError):  # ValueError: a port that is not a number
+        return None
+
+
+def _spilt(url: sa.URL) -> bool:
+    """Whether ``url`` was parsed from text whose password held a raw '@' (its tail is in
+    the host, database or query). A tail that SQLAlchemy dropped is not there to find:
+    Database keeps the text it was given."""
+    if url.username is None and url.password is None:
+        return False
+    parts = [url.host or "", url.database or ""]
+    parts += [f"{name}={value}" for name, value in url.query.items()]
+    return any("@" in part for part in parts)
+
+
+def _userinfo(text: str) -> str | None:
+    """All before the last '@' of ``text``'s authority; None where it has no '@'."""
+    _, sep, rest = text.partition("://")
+    rest = rest if sep else text
+    if "@" not in rest or rest.startswith("/"):  # no authority, or one without credentials
+        return None
+    return rest.rpartition("@")[0]
+
+
+def _masked_userinfo(text: str) -> str:
+    """``text`` with all before the last '@' of its authority masked, bar a plain user name."""
+    userinfo = _userinfo(text)
+    if userinfo is None:
+        return text
+    scheme, sep, _ = text.partition("://")
+    start = len(scheme + sep) if sep else 0
+    user, colon, _ = userinfo.partition(":")
+    shown = f"{user}{colon and ':***'}" if _plain(user) else "***"
+    return text[:start] + shown + text[start + len(userinfo) :]
+
+
+def _plain(user: str) -> bool:
+    """Whether ``user`` is a plain user name, holding no character a password spilt into."""
+    return not any(char in user for char in "@/?#")
+
+
+def _masked_parameter(match: re.Match[str]) -> str:
+    separator, name, value = match.groups()
+    return f"{separator}{name}={'***' if _CREDENTIAL_NAME.search(name) else value}"
+
+
+def _credentials(url: str | sa.URL) -> set[str]:
+    """Every credential in ``url``, as a message might spell it."""
+    if isinstance(url, sa.URL):
+        parsed: sa.URL | None = url
+        text = url.render_as_string(hide_password=False)
+        ambiguous = _spilt(url)
+    else:
+        parsed, text = _parsed(url), url
+        ambiguous = parsed is None or url.count("@") > 1
+    found = {value for _, name, value in _PARAMETER.findall(text) if _CREDENTIAL_NAME.search(name)}
+    if parsed is not None and parsed.password:
+        found.add(str(parsed.password))
+    if ambiguous:  # as safe_url reads it: query values first, then up to the last '@'
+        text = _PARAMETER.sub(_masked_parameter, text)
+        userinfo = _userinfo(unquote(text) if isinstance(url, sa.URL) else text)
+        if userinfo is not None:
+            user, colon, password = userinfo.partition(":")
+            found.add(password if colon else "" if _plain(user) else userinfo)
+    # The pieces a driver may show apart: a spilt password's tail is a host name to it.
+    found |= {piece for secret in found for piece in _PIECES.split(secret)}
+    spellings = {form for secret in found for form in (secret, unquote(secret), quote(secret))}
+    return {secret for secret in spellings if len(secret) >= _SHORTEST_SCRUBBED}
+
+
+def _shown(url: str | sa.URL) -> sa.URL | None:
+    """``url`` as safe_url shows it, parsed again: its host and database hold no secret."""
+    try:
+        return sa.make_url(safe_url(url))
     except (sa.exc.ArgumentError, ValueError):
-        # Unparseable: mask anything between ':' and '@' of the authority.
-        head, sep, tail = url.partition("@")
-        return (head.rsplit(":", 1)[0] + ":***@" + tail) if sep and ":" in head else url
+        return None
 
 
-def dialect_for(url: sa.URL) -> Dialect:
-    """The Dialect for ``url``'s database, or InvalidDatabaseURL naming those supported."""
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+def dialect_for(url: sa.URL, given: str | sa.URL | None = None) -> Dialect:
+    """The Dialect for ``url``'s database (parsed from ``given``), or InvalidDatabaseURL
+    naming those supported."""
     dialect = dialect_named(url.get_backend_name())
     if dialect is None:
         raise InvalidDatabaseURL(
-            url=safe_url(url),
+            url=safe_url(url if given is None else given),
             reason=f"jobq does not run on {url.get_backend_name()!r}; "
             f"supported: {', '.join(supported())}",
         )

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 
 from jobq.database import Database
 from jobq.dialects import Dialect
-from jobq.errors import InvalidOption
+from jobq.errors import InvalidOption, PayloadTooLarge
 from jobq.payload import check_args, encode_args
 from jobq.prepared import Prepared
 from jobq.tasks import as_utc
@@ -21,6 +21,8 @@ from jobq.validation import INT32, check_datetime, check_int, check_key, check_s
 
 # enqueue_many sends at most this many rows per statement.
 _BATCH = 5000
+# Bytes a row of a bulk insert takes besides its arguments and names, at most.
+_ROW_BYTES = 512
 
 
 class Enqueuer:
@@ -51,7 +53,11 @@ class Enqueuer:
         rolls back with it.
         """
         checked = check_args(name, args)
-        encode_args(name, checked)
+        text = encode_args(name, checked)
+        room = self.db.room()
+        if not room.fits(text):
+            what = f"The arguments of task {name!r}"
+            raise PayloadTooLarge(what=what, size=room.size(text), why=room.why)
         timing, params = self._new_row(
             name, queue, priority, run_at, delay, retries, timeout, lease, unique_key, lock_key
         )
@@ -96,9 +102,11 @@ class Enqueuer:
         name the same task, so every id returned is that one task's.
         """
         args_list = list(args_list)
+        row_bytes = _ROW_BYTES + 2 * sum(len(str(v)) for v in (name, queue, lock_key))
         batches = [
-            self.dialect.encode_batch(name, args_list[start : start + _BATCH])
+            batch
             for start in range(0, len(args_list), _BATCH)
+            for batch in self._fitting(name, args_list[start : start + _BATCH], start, row_bytes)
         ]
         options = dict(
             queue=queue, priority=priority, run_at=run_at, delay=delay, retries=retries,
@@ -125,6 +133,22 @@ class Enqueuer:
             ],
             connection,
             atomic=True,
+        )
+
+    def _fitting(self, name: str, args_list: list[Any], offset: int, row_bytes: int) -> list[Any]:
+        """``args_list`` encoded in as few batches as the database takes in one statement;
+        PayloadTooLarge for one entry (at ``offset`` in the caller's list) too large alone."""
+        room = self.db.room()
+        batch = self.dialect.encode_batch(name, args_list)
+        size = self.dialect.batch_bytes(batch, room, row_bytes)
+        if size <= room.limit:
+            return [batch]
+        if len(args_list) == 1:
+            what = f"The arguments of task {name!r} (entry {offset} of the list)"
+            raise PayloadTooLarge(what=what, size=size, why=room.why)
+        half = len(args_list) // 2
+        return self._fitting(name, args_list[:half], offset, row_bytes) + self._fitting(
+            name, args_list[half:], offset + half, row_bytes
         )
 
     def _insert_batch(

@@ -23,6 +23,10 @@ class SchemaNotMigrated(JobqError):
     """The jobq tables are missing or out of date in database {database!r}; run `jobq migrate`."""
 
 
+class SchemaTooNew(JobqError):
+    """Database {database!r} has jobq revision {revision!r}, unknown to this jobq; upgrade jobq."""
+
+
 class InvalidTaskArguments(JobqError, TypeError):
     """Argument {argument!r} of task {task!r} is not JSON-serialisable: {reason}"""
 
@@ -69,3 +73,7 @@ class TigerBeetleUnavailable(JobqError):
 
 class UnknownLimit(JobqError, LookupError):
     """Queue {queue!r} has no limit (see `jobq limits show`)."""
+
+
+class PayloadTooLarge(InvalidTaskArguments):
+    """{what} take {size:,} bytes, more than this database takes in one statement ({why})"""

@@ -13,7 +13,7 @@ from typing import Any
 
 from jobq.payload import result_problem
 from jobq.registry import Registry, TaskDefinition
-from jobq.tasks import Status, Task
+from jobq.tasks import Status, Task, Undecodable
 
 log = logging.getLogger("jobq.task")
 
@@ -49,11 +49,21 @@ class Outcome:
     error: str | None = None
     #: Seconds before the next attempt, when the task said (Retry) or the policy decides.
     retry_delay: float | None = None
+    #: A failure no retry can mend: final, whatever retries are left.
+    terminal: bool = False
 
 
 def not_registered(name: str) -> Outcome:
     """The outcome of a captured task that this worker does not know."""
     return Outcome(Status.FAILED, error=f"task {name!r} is not registered in this worker")
+
+
+def undecodable(task: Task) -> Outcome | None:
+    """The final failure of a captured task whose stored arguments jobq cannot decode."""
+    if not isinstance(task.args, Undecodable):
+        return None
+    error = f"its arguments could not be decoded (not JSON: {task.args.reason})"
+    return Outcome(Status.FAILED, error=error, terminal=True)
 
 
 def run_sync(
@@ -77,6 +87,7 @@ def run_sync(
         outcome = _failure(definition, error, attempt)
     finally:
         _current_task.reset(token)
+    outcome = _in_time(definition, attempt, started, outcome)
     _log_end(definition, attempt, task_id, started, outcome)
     return outcome
 
@@ -96,12 +107,17 @@ async def run_async(
     started = _log_start(definition, attempt, task_id)
     _current_task.set(task)  # each asyncio task runs in a copy of the context
     try:
-        result = await asyncio.wait_for(definition.func(**args), timeout=definition.timeout)
+        # In this task, not one of wait_for's: cancelling the run cancels the code itself,
+        # and a run that swallows its cancellation is waited for, never left behind.
+        async with asyncio.timeout(definition.timeout):
+            result = await definition.func(**args)
         outcome = _returned(definition, result, attempt)
     except TimeoutError:
         outcome = timed_out(definition, attempt)
     except Exception as error:
         outcome = _failure(definition, error, attempt)
+    # It blocked the event loop past its timeout, or swallowed its cancellation.
+    outcome = _in_time(definition, attempt, started, outcome)
     _log_end(definition, attempt, task_id, started, outcome)
     return outcome
 
@@ -152,6 +168,8 @@ def run(
     definition = registry.get(name)
     if definition is None:
         return not_registered(name)
+    if task is not None and (failure := undecodable(task)) is not None:
+        return failure
     if definition.is_async:
         return asyncio.run(run_async(definition, args, attempt, task=task))
     return run_sync(definition, args, attempt, task=task)
@@ -166,14 +184,23 @@ def timed_out(definition: TaskDefinition, attempt: int) -> Outcome:
     )
 
 
+def _in_time(definition: TaskDefinition, attempt: int, started: float, outcome: Outcome) -> Outcome:
+    """``outcome``, unless the run took longer than its timeout: then it timed out, however
+    it ended (a worker treats it so too, see Worker._expire_timeouts)."""
+    timeout = definition.timeout
+    if timeout is None or time.perf_counter() - started <= timeout:
+        return outcome
+    return timed_out(definition, attempt)
+
+
 def _returned(definition: TaskDefinition, result: Any, attempt: int) -> Outcome:
-    """Done with ``result``; failed if the result cannot be stored as JSON."""
+    """Done with ``result``; failed if the result cannot be stored (not JSON, say)."""
     problem = result_problem(result)
     if problem is None:
         return Outcome(Status.DONE, result=result)
     return Outcome(
         Status.FAILED,
-        error=f"task {definition.name!r} returned a result that is not JSON: {problem}",
+        error=f"task {definition.name!r} returned a result that {problem}",
         retry_delay=definition.backoff.delay(attempt),
     )
 

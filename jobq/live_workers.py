@@ -18,3 +18,5 @@ class LiveWorker:
     started_at: datetime
     last_seen: datetime
     alive: bool
+    #: Its runs still going past their timeouts (they keep their slots until they return).
+    timed_out: int = 0

@@ -44,3 +44,6 @@ def configure(level: str, log_format: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # A worker only reads the schema's revision; Alembic announces its plugins at INFO
+    # when it is imported for that, which is noise in a worker's log.
+    logging.getLogger("alembic").setLevel(logging.WARNING)

@@ -1,7 +1,12 @@
-"""Running the Alembic migrations that ship with jobq, against a given engine."""
+"""Running the Alembic migrations that ship with jobq, against a given engine.
+
+Store.migrate upgrades one migration at a time (upgrade_database), and a worker starts
+only on a database at this jobq's newest revision (check).
+"""
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 from pathlib import Path
 
@@ -11,10 +16,13 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from alembic import command
+from jobq.database import Database
+from jobq.errors import SchemaNotMigrated, SchemaTooNew
 
 #: jobq keeps its own version table, so it can share a database with an application
 #: that runs Alembic for its own tables.
 VERSION_TABLE = "jobq_alembic_version"
+_VERSIONS = sa.table(VERSION_TABLE, sa.column("version_num", sa.String))
 
 
 def script_location() -> str:
@@ -51,10 +59,55 @@ def current(connection: sa.Connection) -> str | None:
     return context.get_current_revision()
 
 
-def head() -> str:
-    """The newest revision shipped with this jobq."""
+@functools.cache
+def _scripts() -> ScriptDirectory:
     config = Config()
     config.set_main_option("script_location", script_location())
-    revision = ScriptDirectory.from_config(config).get_current_head()
+    return ScriptDirectory.from_config(config)
+
+
+def head() -> str:
+    """The newest revision shipped with this jobq."""
+    revision = _scripts().get_current_head()
     assert revision is not None
     return revision
+
+
+@functools.cache
+def known() -> frozenset[str]:
+    """Every revision shipped with this jobq."""
+    return frozenset(script.revision for script in _scripts().walk_revisions())
+
+
+def upgrade_database(db: Database, revision: str = "head") -> None:
+    """Upgrade ``db``'s jobq schema to ``revision``, one migration at a time.
+
+    Concurrent callers (many processes deployed at once) wait for the dialect's migration
+    lock, then read the revision afresh and find nothing left to do. A database at a
+    revision this jobq does not know raises SchemaTooNew, and nothing changes.
+    """
+    try:
+        conn = db.engine.connect()
+    except sa.exc.DBAPIError as error:
+        raise db.unavailable(error) from None
+    with conn, db.translated(), db.dialect.migration_lock(conn), conn.begin():
+        _refuse_unknown(current(conn), db)
+        upgrade(conn, revision)
+
+
+def check(db: Database) -> None:
+    """Return if ``db``'s jobq schema is at this jobq's newest revision; else raise
+    SchemaNotMigrated (never migrated, or older) or SchemaTooNew (newer than this jobq)."""
+    # The version table read directly: a missing one is SchemaNotMigrated (Database.unit).
+    with db.unit() as conn:
+        revisions = set(conn.execute(sa.select(_VERSIONS.c.version_num)).scalars())
+    for revision in revisions:
+        _refuse_unknown(revision, db)
+    if revisions != {head()}:
+        raise SchemaNotMigrated(database=db.engine.url.database)
+
+
+def _refuse_unknown(revision: str | None, db: Database) -> None:
+    """SchemaTooNew if ``revision`` is not one this jobq ships (a newer jobq migrated)."""
+    if revision is not None and revision not in known():
+        raise SchemaTooNew(database=db.engine.url.database, revision=revision)

@@ -100,23 +100,54 @@ def _is_unicode(value: Any) -> bool:
     return is_unicode(_UNESCAPED.encode(value))
 
 
+#: The longest error text stored: longer ones keep their start and end around a marker.
+MAX_ERROR_CHARS = 100_000
+
+
+def storable_text(text: str) -> str:
+    """``text`` as every database stores it whole: NUL and lone surrogates escaped (as the
+    characters ``\\x00`` and ``\\udcff``, say), the middle cut past MAX_ERROR_CHARS."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")  # PostgreSQL's text cannot hold NUL
+    if not is_unicode(text):  # undecodable bytes a task put in a str (os.fsdecode)
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(text) > MAX_ERROR_CHARS:
+        half = MAX_ERROR_CHARS // 2
+        cut = len(text) - 2 * half
+        text = f"{text[:half]}\n... [{cut:,} characters cut] ...\n{text[-half:]}"
+    return text
+
+
 def result_problem(result: Any) -> str | None:
-    """Why ``result`` cannot be stored as JSON, or None if it can."""
-    try:
-        _ENCODER.encode(result)
-    except _NOT_JSON as error:
-        return str(error)
-    return None
+    """Why ``result`` cannot be stored ("is not JSON: ...", "cannot be stored: ..."), or None."""
+    return checked_result(result)[1]
 
 
 def encode_result(result: Any) -> str | None:
     """``result`` as JSON text (None stays None, stored as SQL NULL), or InvalidOption."""
     if result is None:
         return None
+    text, problem = checked_result(result)
+    if problem is not None:
+        raise InvalidOption(option="result", reason=f"it {problem}")
+    return text
+
+
+def checked_result(result: Any) -> tuple[str, str | None]:
+    """``result`` as JSON text, and why it cannot be stored (None: it can)."""
     try:
-        return _ENCODER.encode(result)
+        text = _ENCODER.encode(result)
     except _NOT_JSON as error:
-        raise InvalidOption(option="result", reason=f"not JSON-serialisable: {error}") from None
+        return "", f"is not JSON: {error}"
+    # The same cheap tests as for arguments first (see encode_args_array).
+    if text.count("[") + text.count("{") > MAX_DEPTH and _deeper_than(result, MAX_DEPTH):
+        return (
+            text,
+            f"cannot be stored: it nests more than {MAX_DEPTH} levels of arrays and objects",
+        )
+    if "\\ud" in text and not _is_unicode(result):
+        return text, "cannot be stored: it holds a lone surrogate, which is not Unicode text"
+    return text, None
 
 
 def encode_records(records: Sequence[Mapping[str, Any]]) -> str:

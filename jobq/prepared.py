@@ -16,6 +16,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect as SQLAlchemyDialect
 
+from jobq.tasks import Undecodable
+
 Processor = Callable[[Any], Any] | None
 
 
@@ -72,6 +74,8 @@ class RowReader:
             )
             if isinstance(column.type, sa.DateTime):
                 processor = _in_utc(processor)
+            elif isinstance(column.type, sa.JSON) and processor is not None:
+                processor = _lenient(processor)
             if processor is not None:
                 self._processors.append((position, processor))
 
@@ -82,6 +86,18 @@ class RowReader:
             if value is not None:
                 values[position] = processor(value)
         return values
+
+
+def _lenient(processor: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``processor`` of a JSON column, giving Undecodable for a value that is not JSON."""
+
+    def decode(value: Any) -> Any:
+        try:
+            return processor(value)
+        except ValueError as error:  # json.JSONDecodeError, UnicodeDecodeError
+            return Undecodable(str(value), str(error))
+
+    return decode
 
 
 def _in_utc(processor: Processor) -> Callable[[Any], datetime]:

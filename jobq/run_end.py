@@ -8,15 +8,18 @@ touches recurring rows, whose ends jobq.periodic records (it must compute a cron
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 
 from jobq.dialects import Dialect
-from jobq.errors import InvalidOption
-from jobq.payload import encode_records, encode_result
+from jobq.dialects.room import Room
+from jobq.errors import InvalidOption, PayloadTooLarge
+from jobq.payload import checked_result, encode_records, encode_result, storable_text
 from jobq.retry import Backoff
 from jobq.schema import HAS_RETRIES, status_is, tasks
 from jobq.tasks import Completion, Status, as_utc
@@ -35,6 +38,7 @@ COMPLETION_FIELDS: tuple[tuple[str, Any], ...] = (
     ("result", sa.Text()),  # JSON text, or null
     ("error", sa.Text()),
     ("delay", sa.Float()),  # seconds until the next run (failed with retries, queued)
+    ("terminal", sa.Integer()),  # 1: a failure never retried, whatever retries are left
 )
 
 
@@ -45,11 +49,13 @@ def end_values(
     next_run: sa.ColumnElement[Any],
     result: sa.ColumnElement[Any],
     error: sa.ColumnElement[Any],
+    terminal: sa.ColumnElement[bool] | None = None,
 ) -> dict[str, Any]:
     """The SET clause ending a run with ``status``, given SQL for its parts.
 
     - done: stores ``result`` and clears the error.
-    - failed: with retries left, the task returns at ``next_run``, else it is terminal.
+    - failed: with retries left, the task returns at ``next_run``, else it is terminal;
+      where ``terminal`` holds it is terminal anyway, its retries_left set to 0.
     - queued: a release; back to the queue at ``next_run``, no retry spent.
     - cancelled: terminal.
     """
@@ -58,11 +64,14 @@ def end_values(
     if status is Status.DONE:
         values.update(result=result, error=None, finished_at=now)
     elif status is Status.FAILED:
+        retried = HAS_RETRIES if terminal is None else sa.and_(HAS_RETRIES, sa.not_(terminal))
         values.update(
             error=error,
-            run_at=sa.case((HAS_RETRIES, next_run), else_=c.run_at),
-            finished_at=sa.case((HAS_RETRIES, sa.null()), else_=now),
+            run_at=sa.case((retried, next_run), else_=c.run_at),
+            finished_at=sa.case((retried, sa.null()), else_=now),
         )
+        if terminal is not None:
+            values["retries_left"] = sa.case((terminal, 0), else_=c.retries_left)
     elif status is Status.QUEUED:
         values.update(run_at=next_run)
     else:
@@ -113,6 +122,7 @@ def record_statement(dialect: Dialect) -> sa.Update:
             next_run=dialect.now_plus(record.c.delay),
             result=dialect.json_from_text(record.c.result),
             error=record.c.error,
+            terminal=record.c.terminal == 1,
         )
         for status in END_STATUSES
     }
@@ -174,10 +184,15 @@ def set_status_parameters(
     run_at: datetime | None,
     retry_delay: float | None,
     backoff: Backoff,
+    room: Room,
 ) -> tuple[tuple[Status, str], dict[str, Any]]:
     """The shape of set_status_statement to run, (status, timing), and its parameters."""
     status = check_end(id, attempt, status, error=error, run_at=run_at, retry_delay=retry_delay)
-    encode_result(result)
+    result_text = encode_result(result)
+    if result_text is not None and not room.fits(result_text):
+        raise PayloadTooLarge(what="The result", size=room.size(result_text), why=room.why)
+    if error is not None:
+        error = storable_text(error)
     params: dict[str, Any] = {
         "task_id": id, "run_attempt": attempt, "new_result": result, "new_error": error,
     }  # fmt: skip
@@ -188,34 +203,93 @@ def set_status_parameters(
     return (status, "delay"), params
 
 
-def encode_completions(completions: Sequence[Completion], backoff: Backoff) -> str:
-    """record_statement's ``completions`` parameter, every end checked first.
+@dataclass(frozen=True)
+class Encoded:
+    """A batch of ends made storable, and record_statement's parameters that write it."""
+
+    #: The ends as they will be stored: errors escaped, and an end whose result cannot be
+    #: stored turned into a failure saying why.
+    completions: list[Completion]
+    #: Values of the ``completions`` parameter, each small enough for one statement.
+    chunks: list[str]
+
+
+def storable_end(done: Completion, room: Room) -> tuple[Completion, str | None]:
+    """``done`` as the database can store it, and its result's JSON text.
+
+    A result that cannot be stored (not JSON, a lone surrogate, too large) makes the run a
+    failure that says why; an error is escaped where it holds NUL or undecodable text.
+    """
+    result_text = None
+    if done.result is not None:
+        result_text, problem = checked_result(done.result)
+        if problem is not None:
+            return _unstorable(done, f"its result {problem}"), None
+        if not room.fits(result_text):
+            size = room.size(result_text)
+            why = f"result too large for this database: {size:,} bytes ({room.why})"
+            return _unstorable(done, why), None
+    if done.error is not None and isinstance(done.error, str):
+        error = storable_text(done.error)
+        if error is not done.error:
+            done = dataclasses.replace(done, error=error)
+    return done, result_text
+
+
+def _unstorable(done: Completion, why: str) -> Completion:
+    """The failure recorded in place of ``done``, whose outcome cannot be stored."""
+    return Completion(done.id, done.attempt, Status.FAILED, error=why)
+
+
+def encode_completions(completions: Sequence[Completion], backoff: Backoff, room: Room) -> Encoded:
+    """record_statement's ``completions`` parameter, every end checked and made storable.
 
     A second end of the same run is left out: in order, the first would have ended the
-    run and made it stale, and one UPDATE would apply either of the two.
+    run and made it stale, and one UPDATE would apply either of the two. The parameter
+    comes in several chunks when one would be too large for the database.
     """
+    ends: list[Completion] = []
     records = []
     seen: set[tuple[int, int]] = set()
-    for done in completions:
-        status = check_end(
-            done.id,
-            done.attempt,
-            done.status,
-            error=done.error,
-            run_at=None,
-            retry_delay=done.retry_delay,
-        )
-        if (done.id, done.attempt) in seen:
+    for given in completions:
+        check_end(
+            given.id, given.attempt, given.status, error=given.error, run_at=None,
+            retry_delay=given.retry_delay,
+        )  # fmt: skip
+        if (given.id, given.attempt) in seen:
             continue
-        seen.add((done.id, done.attempt))
+        seen.add((given.id, given.attempt))
+        done, result_text = storable_end(given, room)
+        status = Status.parse(done.status)
+        ends.append(done)
         records.append(
             {
                 "id": done.id,
                 "attempt": done.attempt,
                 "status": status.value,
-                "result": encode_result(done.result),
+                "result": result_text,
                 "error": done.error,
                 "delay": next_delay(status, done.attempt, done.retry_delay, backoff),
+                "terminal": 1 if done.terminal else 0,
             }
         )
-    return encode_records(records)
+    text = encode_records(records)
+    if room.fits(text):
+        return Encoded(ends, [text])
+    return Encoded(ends, _chunked(records, room))
+
+
+def _chunked(records: list[dict[str, Any]], room: Room) -> list[str]:
+    """JSON arrays of ``records``, as few as fit the database one statement each."""
+    chunks: list[str] = []
+    chunk: list[str] = []
+    size = 2
+    for record in records:
+        text = encode_records([record])[1:-1]
+        if chunk and size + room.size(text) + 1 > room.limit:
+            chunks.append(f"[{','.join(chunk)}]")
+            chunk, size = [], 2
+        chunk.append(text)
+        size += room.size(text) + 1
+    chunks.append(f"[{','.join(chunk)}]")
+    return chunks

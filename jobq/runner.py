@@ -29,7 +29,7 @@ class Run:
 
     task: Task
     definition: TaskDefinition | None
-    #: time.monotonic() after which a sync run counts as timed out.
+    #: time.monotonic() after which the run counts as timed out.
     deadline: float | None
     #: Its end is settled (recorded, timed out, released or lost); a sync thread may still
     #: be running, and its late outcome is dropped.
@@ -38,13 +38,15 @@ class Run:
     finished: bool = False
     #: An async run's task on the event loop, once the loop has started it.
     coroutine: asyncio.Task[Outcome] | None = None
+    #: It ran past its deadline and still runs: it keeps its row, lease, lock key and limit
+    #: slot until its code returns, and then ends timed out.
+    timed_out: bool = False
 
     @classmethod
     def of(cls, task: Task, definition: TaskDefinition | None) -> Run:
-        """A run of ``task``; a sync one with a timeout gets its deadline from now."""
+        """A run of ``task``; with a timeout, it gets its deadline from now."""
         deadline = None
-        # Async runs are cancelled by asyncio at their timeout; only sync runs need watching.
-        if definition is not None and definition.timeout is not None and not definition.is_async:
+        if definition is not None and definition.timeout is not None:
             deadline = time.monotonic() + definition.timeout
         return cls(task, definition, deadline)
 

@@ -64,10 +64,16 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
 
     def migrate(self) -> None:
         """Create or upgrade jobq's tables to the newest revision (Alembic upgrade head)."""
-        from jobq import migrations  # Alembic takes 60 ms to import; only this needs it
+        from jobq import migrations  # Alembic takes 60 ms to import; only these need it
 
-        with self.db.unit(atomic=True) as conn:
-            migrations.upgrade(conn)
+        migrations.upgrade_database(self.db)
+
+    def check_schema(self) -> None:
+        """Return if the database's jobq schema is at this jobq's newest revision; else
+        raise SchemaNotMigrated (never migrated, or older) or SchemaTooNew (newer)."""
+        from jobq import migrations
+
+        migrations.check(self.db)
 
     # --- capture and the fenced writes ----------------------------------------------
 
@@ -174,7 +180,7 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
         """
         shape, params = run_end.set_status_parameters(
             id, attempt, status, result=result, error=error, run_at=run_at,
-            retry_delay=retry_delay, backoff=self.backoff,
+            retry_delay=retry_delay, backoff=self.backoff, room=self.db.room(),
         )  # fmt: skip
         stmt = self.db.prepare(
             ("set_status", *shape), lambda: run_end.set_status_statement(self.dialect, *shape)
@@ -182,18 +188,48 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
         if self.db.run(stmt, params, connection=connection) == 1:
             return True
         # Stale, or a recurring row, which the statement above leaves alone.
-        end = Completion(id, attempt, shape[0], result, error, retry_delay)
+        end = Completion(id, attempt, shape[0], result, params["new_error"], retry_delay)
         return self._end_recurring([end], connection=connection, run_at=run_at) == 1
 
     def set_statuses(self, completions: Sequence[Completion]) -> int:
         """Record many ends of runs in one statement, each fenced as set_status is.
 
-        Returns how many applied; the others were stale.
+        Returns how many applied; the others were stale. Each end is made storable first
+        (run_end.storable_end); should the database refuse the batch all the same, each end
+        is written on its own, and one it refuses fails its run, saying why.
         """
         if not completions:
             return 0
-        applied = self.db.run(self._record_prepared(), self._record_parameters(completions))
-        return applied + self._end_unapplied(completions, applied)
+        return self._record_safely(self._encode(completions))
+
+    def _encode(self, completions: Sequence[Completion]) -> run_end.Encoded:
+        return run_end.encode_completions(completions, self.backoff, self.db.room())
+
+    def _record(self, encoded: run_end.Encoded) -> int:
+        """Write ``encoded``'s ends; how many applied."""
+        record = self._record_prepared()
+        applied = sum(self.db.run(record, {"completions": chunk}) for chunk in encoded.chunks)
+        return applied + self._end_unapplied(encoded.completions, applied)
+
+    def _record_safely(self, encoded: run_end.Encoded) -> int:
+        """_record(encoded), falling back to one end at a time if the database refuses it."""
+        try:
+            return self._record(encoded)
+        except sa.exc.DBAPIError:  # not an outage (DatabaseUnavailable): the data
+            return self._record_one_by_one(encoded.completions)
+
+    def _record_one_by_one(self, completions: Sequence[Completion]) -> int:
+        """Write each end on its own; one the database refuses fails its run instead."""
+        applied = 0
+        for end in completions:
+            try:
+                applied += self._record(self._encode([end]))
+            except sa.exc.DBAPIError as error:
+                reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
+                why = f"its outcome could not be stored: {reason}"
+                failure = Completion(end.id, end.attempt, Status.FAILED, error=why)
+                applied += self._record(self._encode([failure]))
+        return applied
 
     def _end_unapplied(
         self, completions: Sequence[Completion], applied: int, connection: Connection | None = None
@@ -226,23 +262,31 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
         """
         names = _capture_options(limit, queues, worker_id, lease)
         limited = self.limited_queues(names) if limit else {}
-        if not completions or limited:
-            applied = self.set_statuses(completions)
+        encoded = self._encode(completions) if completions else None
+        if encoded is None or limited or len(encoded.chunks) > 1:
+            applied = self._record_safely(encoded) if encoded else 0
             return applied, self._capture_all(limit, names, worker_id, lease, limiter, limited)
-        params = self._record_parameters(completions)
-        return self._retrying_lock_key_races(
-            lambda: self._complete_and_capture(completions, params, limit, names, worker_id, lease)
-        )
+        try:
+            return self._retrying_lock_key_races(
+                lambda: self._complete_and_capture(encoded, limit, names, worker_id, lease)
+            )
+        except sa.exc.DBAPIError as error:
+            if self.dialect.is_lock_key_conflict(error):
+                raise
+            # The database refused the ends' data: write them one by one, then capture.
+            applied = self._record_one_by_one(encoded.completions)
+            return applied, self._capture_all(limit, names, worker_id, lease, limiter, limited)
 
     def _complete_and_capture(
         self,
-        completions: Sequence[Completion],
-        params: dict[str, Any],
+        encoded: run_end.Encoded,
         limit: int,
         names: list[str] | None,
         worker_id: str,
         lease: float | None,
     ) -> tuple[int, list[Task]]:
+        completions = encoded.completions
+        params = {"completions": encoded.chunks[0]}
         shape = _capture_shape(names, lease)
         together = self.db.prepare_optional(
             ("complete and capture", *shape),
@@ -281,9 +325,6 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
 
     def _record_prepared(self) -> Prepared:
         return self.db.prepare("record", lambda: run_end.record_statement(self.dialect))
-
-    def _record_parameters(self, completions: Sequence[Completion]) -> dict[str, Any]:
-        return {"completions": run_end.encode_completions(completions, self.backoff)}
 
     def heartbeat(
         self, worker_id: str, owned: Iterable[tuple[int, int]], lease: float | None = None

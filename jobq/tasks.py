@@ -94,3 +94,14 @@ class Completion:
     error: str | None = None
     #: Seconds before the next attempt (failed) or the next run (queued).
     retry_delay: float | None = None
+    #: A failure that no retry could mend (its row cannot be decoded, say): it is final,
+    #: whatever retries are left.
+    terminal: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Undecodable:
+    """A stored JSON value that jobq could not decode (a row written by hand, say)."""
+
+    text: str
+    reason: str

@@ -20,6 +20,7 @@ from sqlalchemy.pool import StaticPool
 from jobq import executor
 from jobq.app import App
 from jobq.store import Store
+from jobq.tasks import Completion
 
 WORKER_ID = "jobq.testing"
 
@@ -43,11 +44,16 @@ def run_pending(app: App, *, retry_at_once: bool = True) -> int:
     runs = 0
     while captured := app.store.capture(100, worker_id=WORKER_ID):
         for task in captured:
+            # The worker's rules: a run past its timeout fails, however it ended.
             outcome = executor.run(app.registry, task.name, task.args, task.attempt, task=task)
-            app.store.set_status(
-                task.id, task.attempt, outcome.status, result=outcome.result,
-                error=outcome.error,
-                retry_delay=0.0 if retry_at_once else outcome.retry_delay,
+            app.store.set_statuses(
+                [
+                    Completion(
+                        task.id, task.attempt, outcome.status, result=outcome.result,
+                        error=outcome.error, terminal=outcome.terminal,
+                        retry_delay=0.0 if retry_at_once else outcome.retry_delay,
+                    )
+                ]
             )  # fmt: skip
             runs += 1
     return runs

@@ -36,6 +36,11 @@ Fence = tuple[int, int]
 
 #: Seconds free slots may wait for the others to free up before a capture anyway.
 _CAPTURE_WAIT = 0.01
+#: Seconds past the grace after which a signalled worker that has not stopped exits anyway.
+_EXIT_MARGIN = 10.0
+#: The least delay before the retry of a run that timed out and was recorded as the
+#: worker stopped: its thread ends with the process, a moment after the write.
+_STUCK_RETRY_DELAY = 5.0
 
 
 class Worker:
@@ -54,8 +59,13 @@ class Worker:
         worker_id: str | None = None,
         rescue_interval: float = 5.0,
         limiter: Limiter | None = None,
+        max_stuck: int | None = None,
+        stuck_after: float = 60.0,
     ) -> None:
         check_int("concurrency", concurrency, minimum=1)
+        if max_stuck is not None:
+            check_int("max_stuck", max_stuck, minimum=0)
+        check_seconds("stuck_after", stuck_after)
         check_seconds("grace", grace)
         check_seconds("poll_interval", poll_interval, positive=True)
         check_seconds("rescue_interval", rescue_interval, positive=True)
@@ -72,6 +82,15 @@ class Worker:
         self.poll_interval = poll_interval
         self.burst = burst
         self.rescue_interval = rescue_interval
+        #: Stop (exit_code 3) once this many runs are stuck: still running ``stuck_after``
+        #: seconds past their timeouts. 0: never. By default, when every slot is stuck.
+        self.max_stuck = concurrency if max_stuck is None else max_stuck
+        self.stuck_after = stuck_after
+        #: 0, or 3 when the worker stopped because runs were stuck (a supervisor should
+        #: start a new process: their threads cannot be stopped otherwise).
+        self.exit_code = 0
+        # Whether the log says that every slot is held by a run past its timeout.
+        self._said_all_overrun = False
         #: Enforces the queues' limits: the database itself unless given another.
         self.limiter: Limiter = limiter or SQL_LIMITER
         #: Counts of what happened: done, failed, released, stale, lost, timed_out, ...
@@ -86,6 +105,7 @@ class Worker:
         # The last capture recorded ends that freed lock keys but could not see them free.
         self._capture_again = False
         self._stopping = threading.Event()
+        self._stopped = threading.Event()
         self._grace_ends = 0.0
         self._runner = Runner(concurrency, self._finish)
 
@@ -93,6 +113,7 @@ class Worker:
 
     def run(self) -> None:
         """Work until stopped (a signal, stop(), or in burst mode an empty queue)."""
+        self.store.check_schema()
         self._install_signal_handlers()
         self._sync_schedules()
         self.store.register_worker(
@@ -116,6 +137,7 @@ class Worker:
             except JobqError as error:
                 log.warning("could not unregister worker %s: %s", self.worker_id, error)
             log.info("worker %s stopped: %s", self.worker_id, dict(self.stats))
+            self._stopped.set()
 
     def _close_limiter(self) -> None:
         self.limiter.close()
@@ -161,9 +183,24 @@ class Worker:
                 log.warning("second %s: exiting at once", signal.Signals(signum).name)
                 os._exit(1)
             self.stop()
+            # Wake the loop wherever it waits (SimpleQueue.put is safe in a handler), and
+            # make sure of the exit should anything still block it past the grace.
+            self._finished.put(None)
+            threading.Thread(target=self._exit_if_stuck, name="jobq-stop", daemon=True).start()
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+
+    def _exit_if_stuck(self) -> None:
+        """After a signal: end the process if the worker has not stopped well past its grace."""
+        if self._stopped.wait(self.grace + _EXIT_MARGIN):
+            return
+        log.error(
+            "worker %s did not stop within %g s of its grace; exiting now (its unfinished "
+            "runs' leases will expire and rescue will take them over)",
+            self.worker_id, self.grace,
+        )  # fmt: skip
+        os._exit(1)
 
     # --- the loop ---------------------------------------------------------------------
 
@@ -184,7 +221,8 @@ class Worker:
                 self._record()
                 if not self._unsettled() and not self._unrecorded:
                     return
-                if now >= self._grace_ends:
+                stuck_only = self.exit_code and all(run.timed_out for run in self._unsettled())
+                if now >= self._grace_ends or stuck_only:
                     self._release_unfinished()
                     return
                 self._collect(wait=0.05)
@@ -256,6 +294,13 @@ class Worker:
             self._frees_lock_key |= frees_lock_key
             time.sleep(self.poll_interval)
             return []
+        except Exception as error:  # the database refused something: retrying will not mend it
+            log.error("capture failed: %s", _first_line(error))
+            self._unrecorded = batch + self._unrecorded
+            self._frees_lock_key |= frees_lock_key
+            self._record()  # records each end on its own when the batch is refused
+            time.sleep(self.poll_interval)
+            return []
         # Capture may share a statement (one snapshot) with the ends it records.
         self._capture_again = frees_lock_key and len(captured) < free
         self._recorded(batch, applied)
@@ -272,6 +317,9 @@ class Worker:
             if run.definition is None:
                 log.error("task %d: %r is not registered in this worker", task.id, task.name)
                 self._finish(run, executor.not_registered(task.name))
+            elif (failure := executor.undecodable(task)) is not None:
+                log.error("task %d %s: %s", task.id, task.name, failure.error)
+                self._finish(run, failure)
             else:
                 runnable.append(run)
         self._runner.start(runnable)
@@ -302,6 +350,8 @@ class Worker:
             if run is None or run.ended:
                 continue  # settled already: timed out, released or lost
             run.ended = True
+            if run.timed_out and run.definition is not None:
+                outcome = executor.timed_out(run.definition, run.task.attempt)
             self._end(run, _completion(fence, outcome))
             self.stats[outcome.status.value] += 1
 
@@ -325,6 +375,14 @@ class Worker:
             self._frees_lock_key |= frees_lock_key
             time.sleep(min(self.poll_interval, 1.0))
             return
+        except Exception as error:
+            # set_statuses writes a refused end on its own, then as a plain failure; past
+            # that, retrying would refuse it forever. Their leases expire; rescue ends them.
+            self.stats["unrecorded"] += len(batch)
+            log.error(
+                "recording %d outcome(s) failed, left to rescue: %s", len(batch), _first_line(error)
+            )
+            return
         self._recorded(batch, applied)
 
     def _recorded(self, batch: list[Completion], applied: int) -> None:
@@ -337,14 +395,40 @@ class Worker:
             log.warning("%d outcome(s) were stale: their leases expired and were taken over", stale)
 
     def _expire_timeouts(self, now: float) -> None:
+        """Cancel the runs past their timeouts (async ones stop; a thread cannot be stopped).
+
+        A run past its timeout keeps its row in_progress, its lease renewed, and with it
+        its lock key and limit slot, until its code returns: only then is it recorded as
+        timed out, and can its retry start. So no two attempts of a task run at once.
+        """
+        overrun = stuck = 0
         for run in self._unsettled():
-            if run.deadline is not None and now >= run.deadline:
-                run.ended = True
-                assert run.definition is not None
-                outcome = executor.timed_out(run.definition, run.task.attempt)
-                self._end(run, _completion(run.task.fence, outcome))
+            if run.deadline is None or now < run.deadline:
+                continue
+            overrun += 1
+            stuck += now >= run.deadline + self.stuck_after
+            if not run.timed_out:
+                run.timed_out = True
+                self._runner.cancel(run)
                 self.stats["timed_out"] += 1
-                log.warning("task %d timed out after %g s", run.task.id, run.definition.timeout)
+                log.warning(
+                    "task %d %s attempt %d timed out after %g s; it keeps its slot, lease and "
+                    "lock until its code returns", run.task.id, run.task.name, run.task.attempt,
+                    run.definition.timeout if run.definition else 0,
+                )  # fmt: skip
+        if overrun >= self.concurrency and not self._said_all_overrun:
+            log.error(
+                "all %d slots are held by runs past their timeouts; no task is taken until "
+                "one returns", self.concurrency,
+            )  # fmt: skip
+        self._said_all_overrun = overrun >= self.concurrency
+        if self.max_stuck and stuck >= self.max_stuck and not self._stopping.is_set():
+            log.error(
+                "%d run(s) stuck for %g s past their timeouts (--max-stuck %d): stopping, for "
+                "a supervisor to start a fresh worker", stuck, self.stuck_after, self.max_stuck,
+            )  # fmt: skip
+            self.exit_code = 3
+            self.stop()
 
     def _heartbeat(self) -> None:
         owned = [run.task.fence for run in self._unsettled()]
@@ -395,10 +479,16 @@ class Worker:
             log.info("purged %d expired lease(s)", purged)
 
     def _release_unfinished(self) -> None:
-        """Grace is over: put unfinished runs back in the queue without spending a retry."""
+        """Grace is over: put unfinished runs back in the queue without spending a retry;
+        those past their timeouts are recorded as timed out (their threads end with us)."""
         for run in self._unsettled():
             run.ended = True
             self._runner.cancel(run)
+            if run.timed_out and run.definition is not None:
+                outcome = executor.timed_out(run.definition, run.task.attempt)
+                delay = max(outcome.retry_delay or 0.0, _STUCK_RETRY_DELAY)
+                self._end(run, _completion(run.task.fence, outcome, retry_delay=delay))
+                continue
             self._end(run, Completion(run.task.id, run.task.attempt, Status.QUEUED))
             self.stats["released"] += 1
         self._record()
@@ -413,8 +503,15 @@ class Worker:
         return min([10.0, *(lease / 3 for lease in leases)])
 
 
-def _completion(fence: Fence, outcome: Outcome) -> Completion:
+def _completion(fence: Fence, outcome: Outcome, retry_delay: float | None = None) -> Completion:
     return Completion(
         fence[0], fence[1], outcome.status, result=outcome.result, error=outcome.error,
-        retry_delay=outcome.retry_delay,
+        retry_delay=outcome.retry_delay if retry_delay is None else retry_delay,
+        terminal=outcome.terminal,
     )  # fmt: skip
+
+
+def _first_line(error: BaseException) -> str:
+    """The first line of ``error``'s message, with its type when it says nothing."""
+    text = str(getattr(error, "orig", None) or error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

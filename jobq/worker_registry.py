@@ -13,8 +13,8 @@ from sqlalchemy.engine import Connection
 from jobq.database import Database
 from jobq.dialects import Dialect
 from jobq.live_workers import LiveWorker
-from jobq.schema import workers
-from jobq.tasks import as_utc
+from jobq.schema import tasks, workers
+from jobq.tasks import Status, as_utc
 from jobq.validation import check_key, check_seconds
 
 
@@ -60,7 +60,19 @@ class WorkerRegistry:
         """Every registered worker, oldest first; ``alive`` if seen within ``stale_after`` s."""
         check_seconds("stale_after", stale_after)
         recent = workers.c.last_seen >= self.dialect.now_plus(-float(stale_after))
-        stmt = sa.select(workers, recent.label("alive")).order_by(workers.c.started_at)
+        overrun = (
+            sa.select(sa.func.count())
+            .where(
+                tasks.c.status == Status.IN_PROGRESS.value,
+                tasks.c.locked_by == workers.c.worker_id,
+                tasks.c.timeout.is_not(None),
+                tasks.c.started_at < self.dialect.now_plus(-tasks.c.timeout),
+            )
+            .scalar_subquery()
+        )
+        stmt = sa.select(workers, recent.label("alive"), overrun.label("timed_out")).order_by(
+            workers.c.started_at
+        )
         with self.db.unit(read_only=True) as conn:
             rows = conn.execute(stmt).all()
         return [
@@ -68,6 +80,7 @@ class WorkerRegistry:
                 worker_id=r.worker_id, host=r.host, pid=r.pid, queues=r.queues,
                 concurrency=r.concurrency, started_at=as_utc(r.started_at),  # type: ignore[arg-type]
                 last_seen=as_utc(r.last_seen), alive=bool(r.alive),  # type: ignore[arg-type]
+                timed_out=int(r.timed_out),
             )
             for r in rows
         ]  # fmt: skip

@@ -30,7 +30,7 @@ from jobq.cli.common import (
 from jobq.cli.cron import cron
 from jobq.cli.limits import limits
 from jobq.cli.locks import locks
-from jobq.cli.output import count, field_text, table, when, worker_row
+from jobq.cli.output import count, field_text, overrun_note, table, when, worker_row
 from jobq.cli.params import Duration, JsonObject, Key, read_task_file
 from jobq.cli.run_worker import worker
 from jobq.durations import format_duration
@@ -202,7 +202,9 @@ def status(database_url: str) -> None:
     click.echo()
     if workers:
         now = datetime.now(UTC)
-        headers = ["worker", "host", "pid", "queues", "concurrency", "last seen", "state"]
+        headers = [
+            "worker", "host", "pid", "queues", "concurrency", "last seen", "state", "timed out",
+        ]  # fmt: skip
         click.echo(table(headers, [worker_row(worker, now) for worker in workers]))
     else:
         click.echo("no workers")
@@ -241,6 +243,9 @@ def show(task_id: int, database_url: str) -> None:
     width = max(len(name) for name in names)
     for name in names:
         click.echo(f"{name.ljust(width)}  {field_text(task, name)}")
+    note = overrun_note(task, datetime.now(UTC))
+    if note:
+        click.echo(f"{'note'.ljust(width)}  {note}")
 
 
 @main.command()

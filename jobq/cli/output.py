@@ -8,7 +8,7 @@ from datetime import datetime
 
 from jobq.durations import format_duration
 from jobq.live_workers import LiveWorker
-from jobq.tasks import Task
+from jobq.tasks import Task, Undecodable
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -38,11 +38,29 @@ def count(n: int) -> str:
 def field_text(task: Task, name: str) -> str:
     """One field of ``task`` as ``jobq show`` prints it: args and result as JSON."""
     value = getattr(task, name)
-    if name in ("args", "result"):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, datetime):
-        return value.isoformat(sep=" ")
-    return "-" if value is None else str(value)
+    if isinstance(value, Undecodable):
+        text = f"(not JSON: {value.reason}) {value.text!r}"
+    elif name in ("args", "result"):
+        text = json.dumps(value, ensure_ascii=False)
+    elif isinstance(value, datetime):
+        text = value.isoformat(sep=" ")
+    else:
+        text = "-" if value is None else str(value)
+    # A terminal cannot print lone surrogates (undecodable bytes in a str): escape them.
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def overrun_note(task: Task, now: datetime) -> str | None:
+    """What ``jobq show`` says of a run still going past its timeout, or None."""
+    if task.status != "in_progress" or task.timeout is None or task.started_at is None:
+        return None
+    running = (now - task.started_at).total_seconds()
+    if running <= task.timeout:
+        return None
+    return (
+        f"timed out after {task.timeout:g} s and still running ({format_duration(running)}); "
+        "it keeps its lease and lock until its code returns, then fails as timed out"
+    )
 
 
 def worker_row(worker: LiveWorker, now: datetime) -> list[object]:
@@ -55,4 +73,5 @@ def worker_row(worker: LiveWorker, now: datetime) -> list[object]:
         worker.concurrency,
         f"{seen} ago",
         "alive" if worker.alive else "stale",
+        worker.timed_out,
     ]

@@ -34,6 +34,15 @@ from jobq.worker import Worker
 )
 @click.option("--worker-id", default=None, help="Default: host:pid:random.")
 @click.option(
+    "--max-stuck", type=click.IntRange(min=0), default=None,
+    help="Exit (code 3, for a supervisor to restart the worker) once this many runs are "
+    "stuck past their timeouts; 0: never. Default: the concurrency.",
+)  # fmt: skip
+@click.option(
+    "--stuck-after", type=click.FloatRange(min=0), default=60.0, show_default=True,
+    help="Seconds past its timeout after which a run that has not returned counts as stuck.",
+)  # fmt: skip
+@click.option(
     "--limiter", type=click.Choice(["sql", "tigerbeetle"]), default="sql", show_default=True,
     help="What enforces the queues' limits (`jobq limits`): the database, or TigerBeetle.",
 )  # fmt: skip
@@ -76,6 +85,8 @@ def worker(
     grace: float,
     poll_interval: float,
     worker_id: str | None,
+    max_stuck: int | None,
+    stuck_after: float,
     limiter: str,
     tigerbeetle_addresses: str | None,
     tigerbeetle_cluster: int,
@@ -94,17 +105,18 @@ def worker(
         running = Worker(
             app, queues=names, concurrency=concurrency, lease=lease, grace=grace,
             poll_interval=poll_interval, burst=burst, worker_id=worker_id,
+            max_stuck=max_stuck, stuck_after=stuck_after,
             limiter=_limiter(
                 limiter, tigerbeetle_addresses, tigerbeetle_cluster, tigerbeetle_timeout
             ),
         )  # fmt: skip
         running.run()
-    if running.stragglers:
+    if running.stragglers or running.exit_code:
         # Released sync tasks still hold threads that cannot be stopped: leave without them.
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(0)
+        os._exit(running.exit_code)
 
 
 def _limiter(kind: str, addresses: str | None, cluster: int, timeout: float) -> Limiter | None:

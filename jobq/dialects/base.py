@@ -7,14 +7,16 @@ needs around them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from jobq.dialects.predicates import CapturePredicates
-from jobq.errors import JobqError, RequiresPostgreSQL
+from jobq.dialects.room import GIGABYTE, Room
+from jobq.errors import JobqError, LockNotAcquired, RequiresPostgreSQL
 from jobq.payload import encode_args_array
 from jobq.prepared import Prepared, RowReader
 from jobq.schema import (
@@ -30,6 +32,9 @@ c = tasks.c
 #: Execution option marking a unit of work that only reads, for dialects that can begin
 #: such a transaction more cheaply.
 READ_ONLY = "jobq_read_only"
+
+#: The name of the lock that serialises migrations (see Dialect.migration_lock).
+MIGRATION_LOCK = "jobq migrate"
 
 #: Columns of a new task bound per call, as parameters named ``new_<column>``.
 NEW_ROW_PARAMETERS = (
@@ -51,6 +56,9 @@ class Dialect(CapturePredicates):
     #: Whether one statement may run in autocommit mode. A lone statement is atomic on
     #: its own, and skipping BEGIN and COMMIT saves two round trips per call.
     one_statement_autocommit: ClassVar[bool] = False
+
+    #: Seconds a migration waits for another one to finish before it gives up.
+    migration_lock_wait: ClassVar[float] = 3600.0
 
     def __init__(self) -> None:
         self._statements: dict[Any, Any] = {}
@@ -83,6 +91,14 @@ class Dialect(CapturePredicates):
 
     def configure_engine(self, engine: Engine) -> None:
         """Install whatever per-connection setup jobq relies on (idempotent)."""
+
+    def room(self, engine: Engine) -> Room:
+        """How many bytes one statement's parameters may take on ``engine``'s database."""
+        return GIGABYTE
+
+    def batch_bytes(self, batch: Any, room: Room, row_bytes: int) -> int:
+        """Bytes an encoded batch of enqueue_many takes, rows of ``row_bytes`` more each."""
+        return room.size(batch)
 
     def raw_connections_ok(self, engine: Engine) -> bool:
         """Whether driver connections may be detached from ``engine``'s pool and reused."""
@@ -346,6 +362,10 @@ class Dialect(CapturePredicates):
         """Whether ``error`` says a jobq table or column does not exist."""
         raise NotImplementedError
 
+    def is_too_large(self, error: sa.exc.DBAPIError) -> bool:
+        """Whether ``error`` says a statement was larger than the database takes."""
+        return False
+
     def is_lock_key_conflict(self, error: sa.exc.DBAPIError) -> bool:
         """Whether ``error`` is jobq_tasks_lock_key_held refusing a second running row of a key."""
         raise NotImplementedError
@@ -382,3 +402,47 @@ class Dialect(CapturePredicates):
     def advisory_unlock_statement(self) -> sa.Executable:
         """SELECT of one boolean: whether the session advisory lock ``key`` was held and freed."""
         raise RequiresPostgreSQL(feature="AdvisoryLock", database=self.name)
+
+    # --- migrations -------------------------------------------------------------------
+
+    def migration_lock(self, conn: Connection) -> AbstractContextManager[None]:
+        """Hold, for the block, the lock that lets one migration at a time change the
+        database; waiting up to ``migration_lock_wait`` seconds, else LockNotAcquired.
+
+        The lock is taken on ``conn`` with no transaction left open, before the block
+        begins its own, so that the block reads the revision the previous holder
+        committed; it is released when the block exits, however it exits.
+        """
+        take, release = self.migration_lock_statements()
+        return _session_lock(conn, take, release, self.migration_lock_wait)
+
+    def migration_lock_statements(self) -> tuple[str, str]:
+        """SQL taking a session-level lock that serialises jobq's migrations, waiting up
+        to ``%(wait)s`` seconds (one row: 1 when taken), and SQL releasing it."""
+        raise NotImplementedError
+
+
+@contextmanager
+def _session_lock(conn: Connection, take: str, release: str, wait: float) -> Iterator[None]:
+    """Hold a session-level lock taken by ``take`` (one row: 1 once taken) while the block runs."""
+    taken = conn.exec_driver_sql(take, {"wait": wait}).scalar()
+    conn.commit()  # a session's lock outlives its transaction; the block begins its own
+    if taken != 1:
+        raise LockNotAcquired(kind="lock", name=MIGRATION_LOCK, wait=wait)
+    try:
+        yield
+    finally:
+        release_session_lock(conn, release)
+
+
+def release_session_lock(conn: Connection, release: str) -> None:
+    """Run ``release``; should that fail, close the session instead, which frees its locks.
+
+    Never raises: whatever the block that held the lock did stands, and a pooled
+    connection must never go back to the pool still holding the lock.
+    """
+    try:
+        conn.exec_driver_sql(release)
+        conn.commit()
+    except sa.exc.DBAPIError:
+        conn.invalidate()

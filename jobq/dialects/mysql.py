@@ -34,6 +34,7 @@ from sqlalchemy.sql import visitors
 
 from jobq.dialects.base import Dialect
 from jobq.dialects.mysql_ddl import partial_index_column
+from jobq.dialects.room import Room
 from jobq.errors import JobqError, MissingExtra
 from jobq.payload import encode_args
 from jobq.prepared import Prepared
@@ -59,6 +60,10 @@ _JSON_TABLE_TYPES: tuple[tuple[type, str], ...] = (
 )
 
 
+# Bytes of a packet kept for the statement around its parameters.
+_STATEMENT_ROOM = 64 * 1024
+
+
 class MySQLDialect(Dialect):
     name = "mysql"
     aliases = ("mysql", "mariadb")
@@ -68,6 +73,8 @@ class MySQLDialect(Dialect):
         super().__init__()
         # @@auto_increment_increment: the step between the ids of one multi-row insert.
         self._id_step: int | None = None
+        # @@max_allowed_packet: the largest statement the server takes (see room()).
+        self._max_packet: int | None = None
         self._id_step_lock = threading.Lock()
 
     # --- engine ---------------------------------------------------------------------
@@ -101,14 +108,32 @@ class MySQLDialect(Dialect):
             self._read_id_step(dbapi_connection.cursor())
 
     def _read_id_step(self, cursor: Any) -> None:
-        """Learn @@auto_increment_increment, once, on the driver ``cursor`` (then closed)."""
+        """Learn @@auto_increment_increment and @@max_allowed_packet, once, on the driver
+        ``cursor`` (then closed)."""
         try:
             with self._id_step_lock:
                 if self._id_step is None:
-                    cursor.execute("SELECT @@auto_increment_increment")
-                    self._id_step = int(cursor.fetchone()[0])
+                    cursor.execute("SELECT @@auto_increment_increment, @@max_allowed_packet")
+                    step, packet = cursor.fetchone()
+                    self._max_packet = int(packet)
+                    self._id_step = int(step)
         finally:
             cursor.close()
+
+    def room(self, engine: Engine) -> Room:
+        if self._max_packet is None:
+            with engine.connect():
+                pass  # its checkout learns the packet size (_learn_id_step)
+        assert self._max_packet is not None
+        # The statement around the parameters, and the protocol's headers, need some room.
+        return Room(
+            max(self._max_packet - _STATEMENT_ROOM, self._max_packet // 2),
+            f"MySQL's max_allowed_packet is {self._max_packet:,} bytes",
+            escaped=True,
+        )
+
+    def batch_bytes(self, batch: Any, room: Room, row_bytes: int) -> int:
+        return sum(room.size(args) for args in batch) + row_bytes * len(batch)
 
     def prepare_raw(self, raw: Any) -> None:
         raw.autocommit(True)  # each statement Database.run sends is atomic on its own
@@ -300,6 +325,10 @@ class MySQLDialect(Dialect):
     def is_missing_schema(self, error: sa.exc.DBAPIError) -> bool:
         return _errno(error) in (_NO_SUCH_TABLE, _BAD_FIELD)
 
+    def is_too_large(self, error: sa.exc.DBAPIError) -> bool:
+        # ER_NET_PACKET_TOO_LARGE, ER_WARN_ALLOWED_PACKET_OVERFLOWED
+        return _errno(error) in (1153, 1301)
+
     def is_lock_key_conflict(self, error: sa.exc.DBAPIError) -> bool:
         # MySQL 8 names the key table.key, MariaDB key alone.
         return _errno(error) == _DUPLICATE_KEY and f"{LOCK_KEY_HELD}'" in str(error.orig)
@@ -333,6 +362,12 @@ class MySQLDialect(Dialect):
                 return False  # held, and not ours to take over
             raise
         return True
+
+    def migration_lock_statements(self) -> tuple[str, str]:
+        # GET_LOCK belongs to the session, so it outlives the implicit commit of every DDL
+        # statement; one per database (names are server-wide, and at most 64 characters).
+        name = "LEFT(CONCAT('jobq_migrate.', COALESCE(DATABASE(), '')), 64)"
+        return f"SELECT GET_LOCK({name}, %(wait)s)", f"SELECT RELEASE_LOCK({name})"
 
 
 class _Rows:

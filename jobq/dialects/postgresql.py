@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
-from jobq.dialects.base import Dialect
+from jobq.dialects.base import (
+    MIGRATION_LOCK,
+    Dialect,
+    release_session_lock,
+)
+from jobq.errors import LockNotAcquired
 from jobq.prepared import RowReader
 from jobq.schema import LOCK_KEY_HELD, tasks
 
@@ -24,6 +31,11 @@ _MISSING_SCHEMA = {"42P01", "42703"}
 _UNIQUE_VIOLATION = "23505"
 # SQLSTATEs: deadlock_detected, serialization_failure.
 _CONFLICTS = {"40P01", "40001"}
+_LOCK_NOT_AVAILABLE = "55P03"
+#: The advisory lock key of jobq's migrations: jobq.locks.advisory_key("jobq migrate").
+_MIGRATION_KEY = int.from_bytes(
+    hashlib.sha256(MIGRATION_LOCK.encode()).digest()[:8], "big", signed=True
+)
 
 
 class PostgresDialect(Dialect):
@@ -168,6 +180,27 @@ class PostgresDialect(Dialect):
     def advisory_unlock_statement(self) -> sa.Executable:
         key = sa.bindparam("key", type_=sa.BigInteger)
         return sa.select(sa.func.pg_advisory_unlock(key, type_=sa.Boolean))
+
+    @contextmanager
+    def migration_lock(self, conn: Connection) -> Iterator[None]:
+        # Session-level, not pg_advisory_xact_lock, to behave as the other dialects do:
+        # held from before the upgrade's transaction begins until after it commits.
+        # pg_advisory_lock waits without end; lock_timeout, for this transaction, bounds it.
+        timeout_ms = round(self.migration_lock_wait * 1000)
+        conn.exec_driver_sql(f"SET LOCAL lock_timeout = {timeout_ms}")
+        try:
+            conn.exec_driver_sql(f"SELECT pg_advisory_lock({_MIGRATION_KEY})")
+        except sa.exc.OperationalError as error:
+            if getattr(error.orig, "sqlstate", None) != _LOCK_NOT_AVAILABLE:
+                raise
+            conn.rollback()
+            wait = self.migration_lock_wait
+            raise LockNotAcquired(kind="lock", name=MIGRATION_LOCK, wait=wait) from None
+        conn.commit()  # the lock outlives the transaction, and lock_timeout ends with it
+        try:
+            yield
+        finally:
+            release_session_lock(conn, f"SELECT pg_advisory_unlock({_MIGRATION_KEY})")
 
 
 def _plus(moment: sa.ColumnElement[Any], seconds: Any) -> sa.ColumnElement[Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import sqlalchemy as sa
@@ -23,9 +24,16 @@ c = tasks.c
 _TIME_FORMAT = "%Y-%m-%d %H:%M:%f"
 
 
+def _decode_text(value: bytes) -> str:
+    # A row written by hand, or by an older jobq, may hold bytes that are not UTF-8:
+    # read them escaped (\\xff) rather than fail the whole statement.
+    return value.decode("utf-8", "backslashreplace")
+
+
 def _on_connect(dbapi_connection: Any, _record: Any) -> None:
     # Stop the sqlite3 module from issuing its own BEGIN; _on_begin issues ours.
     dbapi_connection.isolation_level = None
+    dbapi_connection.text_factory = _decode_text
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute("PRAGMA journal_mode=WAL")
@@ -110,3 +118,10 @@ class SQLiteDialect(Dialect):
     def is_lock_key_conflict(self, error: sa.exc.DBAPIError) -> bool:
         # Writers are serialised, so capture never races here; kept for completeness.
         return str(error.orig) == "UNIQUE constraint failed: jobq_tasks.lock_key"
+
+    def migration_lock(self, conn: Connection) -> AbstractContextManager[None]:
+        # Nothing to add: the upgrade's transaction begins with BEGIN IMMEDIATE (_on_begin),
+        # which takes the database's one write lock before Alembic reads the revision and
+        # holds it until the commit (SQLite's DDL is transactional); other migrations wait
+        # for it (busy_timeout), then read the revision this one committed.
+        return nullcontext()

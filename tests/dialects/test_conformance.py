@@ -657,16 +657,121 @@ def test_set_statuses_takes_the_first_of_two_ends_of_one_run(store: jobq.Store) 
 def test_set_statuses_checks_every_end_before_writing(store: jobq.Store) -> None:
     store.enqueue_many("t", [{}, {}])
     good, bad = store.capture(2, worker_id="w")
-    with pytest.raises(jobq.InvalidOption, match="result"):
+    with pytest.raises(jobq.InvalidOption, match="status"):
         store.set_statuses(
             [
                 Completion(good.id, good.attempt, Status.DONE),
-                Completion(bad.id, bad.attempt, Status.DONE, result={1, 2}),
+                Completion(bad.id, bad.attempt, Status.IN_PROGRESS),
             ]
         )
-    with pytest.raises(jobq.InvalidOption, match="status"):
-        store.set_statuses([Completion(good.id, good.attempt, Status.IN_PROGRESS)])
     assert {t.status for t in (store.get(good.id), store.get(bad.id)) if t} == {Status.IN_PROGRESS}
+
+
+def test_set_statuses_fails_alone_the_run_whose_result_cannot_be_stored(store: jobq.Store) -> None:
+    """The others of the batch are recorded; that run fails, saying why."""
+    store.enqueue_many("t", [{}, {}, {}], retries=0)
+    good, not_json, surrogate = store.capture(3, worker_id="w")
+    applied = store.set_statuses(
+        [
+            Completion(good.id, good.attempt, Status.DONE, result=[1]),
+            Completion(not_json.id, not_json.attempt, Status.DONE, result={1, 2}),
+            Completion(surrogate.id, surrogate.attempt, Status.DONE, result="\udcff"),
+        ]
+    )
+    assert applied == 3
+    tasks = {t.id: t for t in map(store.get, (good.id, not_json.id, surrogate.id)) if t}
+    assert (tasks[good.id].status, tasks[good.id].result) == (Status.DONE, [1])
+    assert tasks[not_json.id].status is Status.FAILED
+    assert "its result is not JSON" in (tasks[not_json.id].error or "")
+    assert tasks[surrogate.id].status is Status.FAILED
+    assert "lone surrogate" in (tasks[surrogate.id].error or "")
+
+
+@pytest.mark.parametrize("together", [False, True], ids=["set_statuses", "complete_and_capture"])
+def test_errors_are_stored_whole_nul_and_undecodable_text_escaped(
+    store: jobq.Store, together: bool
+) -> None:
+    store.enqueue_many("t", [{}, {}, {}], retries=0)
+    nul, undecodable, fine = store.capture(3, worker_id="w")
+    ends = [
+        Completion(nul.id, nul.attempt, Status.FAILED, error="ab\x00cd"),
+        Completion(undecodable.id, undecodable.attempt, Status.FAILED, error="open \udcff.csv"),
+        Completion(fine.id, fine.attempt, Status.DONE, result="ok"),
+    ]
+    if together:
+        store.complete_and_capture(ends, 1, worker_id="w")
+    else:
+        store.set_statuses(ends)
+    assert store.get(nul.id).error == "ab\\x00cd"  # type: ignore[union-attr]
+    assert store.get(undecodable.id).error == "open \\udcff.csv"  # type: ignore[union-attr]
+    assert store.get(fine.id).result == "ok"  # type: ignore[union-attr]
+    store.enqueue("t", {})
+    run = capture_one(store)
+    assert store.set_status(run.id, run.attempt, Status.FAILED, error="x\x00y")
+    assert store.get(run.id).error == "x\\x00y"  # type: ignore[union-attr]
+
+
+def test_an_error_too_long_keeps_its_start_and_end(store: jobq.Store) -> None:
+    store.enqueue("t", {}, retries=0)
+    run = capture_one(store)
+    store.set_statuses(
+        [Completion(run.id, run.attempt, Status.FAILED, error="a" + "x" * 20_000_000 + "z")]
+    )
+    error = store.get(run.id).error  # type: ignore[union-attr]
+    assert error is not None and error.startswith("ax") and error.endswith("xz")
+    assert "characters cut" in error and len(error) < 200_000
+
+
+def test_a_result_too_large_for_the_database_fails_its_run(store: jobq.Store) -> None:
+    """Past what one statement may carry, the run fails naming the size; others are kept."""
+    room = store.db.room()
+    store.enqueue_many("t", [{}, {}], retries=0)
+    big, small = store.capture(2, worker_id="w")
+    huge = "x" * (room.limit + 1) if room.limit < 100_000_000 else None
+    if huge is None:
+        pytest.skip(f"this database takes {room.limit:,} bytes a statement")
+    store.set_statuses(
+        [
+            Completion(big.id, big.attempt, Status.DONE, result=huge),
+            Completion(small.id, small.attempt, Status.DONE, result="ok"),
+        ]
+    )
+    failed = store.get(big.id)
+    assert failed is not None and failed.status is Status.FAILED
+    assert "result too large for this database" in (failed.error or "")
+    assert store.get(small.id).result == "ok"  # type: ignore[union-attr]
+
+
+def test_many_large_results_are_recorded_in_statements_that_fit(store: jobq.Store) -> None:
+    room = store.db.room()
+    if room.limit > 100_000_000:
+        pytest.skip(f"this database takes {room.limit:,} bytes a statement")
+    store.enqueue_many("t", [{}] * 4)
+    runs = store.capture(4, worker_id="w")
+    size = room.limit // 3
+    applied, _ = store.complete_and_capture(
+        [Completion(r.id, r.attempt, Status.DONE, result="y" * size) for r in runs],
+        1,
+        worker_id="w",
+    )
+    assert applied == 4
+    assert all(len(store.get(r.id).result) == size for r in runs)  # type: ignore[union-attr, arg-type]
+
+
+def test_arguments_too_large_for_the_database_are_refused_naming_the_limit(
+    store: jobq.Store,
+) -> None:
+    room = store.db.room()
+    if room.limit > 100_000_000:
+        pytest.skip(f"this database takes {room.limit:,} bytes a statement")
+    with pytest.raises(jobq.PayloadTooLarge, match="more than this database takes") as error:
+        store.enqueue("t", {"a": "x" * room.limit})
+    assert "max_allowed_packet" in str(error.value)
+    with pytest.raises(jobq.PayloadTooLarge, match="entry 1 of the list"):
+        store.enqueue_many("t", [{"a": 1}, {"a": "x" * room.limit}])
+    ids = store.enqueue_many("t", [{"a": "y" * (room.limit // 3)} for _ in range(4)])
+    assert len(ids) == 4
+    assert store.counts() == {("default", Status.QUEUED): 4}
 
 
 def test_complete_and_capture_never_recaptures_the_run_it_records(store: jobq.Store) -> None:
