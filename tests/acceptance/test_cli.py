@@ -283,9 +283,9 @@ def test_status_shows_counts_oldest_waiting_and_workers(
         "emails 1 0 0 0 0 1 -",
     ]
     header, alive, stale = rows_of(workers_table)
-    assert header == "worker host pid queues concurrency last seen state"
-    assert re.fullmatch(r"w-1 alpha 111 emails,default 4 \d+s ago alive", alive)
-    assert re.fullmatch(r"w-2 beta 222 all 1 10m 3\ds ago stale", stale)
+    assert header == "worker host pid queues concurrency last seen state timed out"
+    assert re.fullmatch(r"w-1 alpha 111 emails,default 4 \d+s ago alive 0", alive)
+    assert re.fullmatch(r"w-2 beta 222 all 1 10m 3\ds ago stale 0", stale)
 
 
 def test_list_prints_the_newest_tasks_first(cli: Cli, db_url: str, store: jobq.Store) -> None:
