@@ -104,10 +104,10 @@ def check(db: Database) -> None:
     for revision in revisions:
         _refuse_unknown(revision, db)
     if revisions != {head()}:
-        raise SchemaNotMigrated(database=db.engine.url.database)
+        raise SchemaNotMigrated(database=db.shown_database)
 
 
 def _refuse_unknown(revision: str | None, db: Database) -> None:
     """SchemaTooNew if ``revision`` is not one this jobq ships (a newer jobq migrated)."""
     if revision is not None and revision not in known():
-        raise SchemaTooNew(database=db.engine.url.database, revision=revision)
+        raise SchemaTooNew(database=db.shown_database, revision=revision)
