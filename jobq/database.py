@@ -395,13 +395,17 @@ def safe_url(url: str | sa.URL) -> str:
     """
     # Query values first, every time: one may hold an '@' that is not the authority's.
     if isinstance(url, sa.URL):
-        text = _PARAMETER.sub(_masked_parameter, url.render_as_string(hide_password=True))
+        text = _rendered(url, hide=True)
+        if text is None:
+            return f"{url.drivername}://***"
+        text = _PARAMETER.sub(_masked_parameter, text)
         return _masked_userinfo(unquote(text)) if _spilt(url) else text
     parsed = _parsed(url)
-    if parsed is None or url.count("@") > 1:
-        return _masked_userinfo(_PARAMETER.sub(_masked_parameter, url))
     # One '@' or none: SQLAlchemy read the credentials as they were meant.
-    return _PARAMETER.sub(_masked_parameter, parsed.render_as_string(hide_password=True))
+    text = _rendered(parsed, hide=True) if parsed is not None and url.count("@") <= 1 else None
+    if text is None:
+        return _masked_userinfo(_PARAMETER.sub(_masked_parameter, url))
+    return _PARAMETER.sub(_masked_parameter, text)
 
 
 def scrub(text: str, url: str | sa.URL) -> str:
@@ -417,6 +421,14 @@ def _parsed(url: str) -> sa.URL | None:
     try:
         return sa.make_url(url)
     except (sa.exc.ArgumentError, ValueError):  # ValueError: a port that is not a number
+        return None
+
+
+def _rendered(url: sa.URL, *, hide: bool) -> str | None:
+    """``url`` as SQLAlchemy writes it, or None if it cannot (text that is not Unicode)."""
+    try:
+        return url.render_as_string(hide_password=hide)
+    except ValueError:  # UnicodeEncodeError: a lone surrogate
         return None
 
 
@@ -466,7 +478,7 @@ def _credentials(url: str | sa.URL) -> set[str]:
     """Every credential in ``url``, as a message might spell it."""
     if isinstance(url, sa.URL):
         parsed: sa.URL | None = url
-        text = url.render_as_string(hide_password=False)
+        text = _rendered(url, hide=False) or ""
         ambiguous = _spilt(url)
     else:
         parsed, text = _parsed(url), url
@@ -482,7 +494,11 @@ def _credentials(url: str | sa.URL) -> set[str]:
             found.add(password if colon else "" if _plain(user) else userinfo)
     # The pieces a driver may show apart: a spilt password's tail is a host name to it.
     found |= {piece for secret in found for piece in _PIECES.split(secret)}
-    spellings = {form for secret in found for form in (secret, unquote(secret), quote(secret))}
+    spellings = {
+        form
+        for secret in found
+        for form in (secret, unquote(secret), quote(secret, errors="surrogatepass"))
+    }
     return {secret for secret in spellings if len(secret) >= _SHORTEST_SCRUBBED}
 
 

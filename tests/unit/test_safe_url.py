@@ -77,6 +77,15 @@ def test_scrub_masks_credentials_a_driver_echoes() -> None:
     assert scrub("connection refused", "postgresql://u:pw@h/x") == "connection refused"
 
 
+def test_text_that_is_not_unicode_is_shown_without_its_credentials() -> None:
+    """A lone surrogate (undecodable bytes on the command line) is no reason to fail."""
+    assert safe_url("sqlite:///\udcff.db") == "sqlite:///\udcff.db"
+    url = "postgresql://u:S3c\udcffret@h/x?password=T0k\ud800en"
+    assert safe_url(url) == "postgresql://u:***@h/x?password=***"
+    assert safe_url(sa.make_url(url)) == "postgresql://***"
+    assert scrub("S3c\udcffret, T0k\ud800en", url) == "***, ***"
+
+
 # --- any password, anywhere -------------------------------------------------------------
 
 schemes = st.sampled_from(["postgresql", "postgresql+psycopg", "mysql+pymysql", "mariadb"])
