@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of ``error``'s message (its driver error's, for SQLAlchemy's), or
+    its type's name when it says nothing."""
+    text = str(getattr(error, "orig", None) or error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 class JobqError(Exception):
     """jobq failed."""
 

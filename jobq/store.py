@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 from jobq import run_end
 from jobq.database import Database
 from jobq.enqueuer import Enqueuer
+from jobq.errors import first_line
 from jobq.limits import Limit, Limiter
 from jobq.limits.sql import SQL_LIMITER, Limits
 from jobq.periodic import Periodic
@@ -225,8 +226,7 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
             try:
                 applied += self._record(self._encode([end]))
             except sa.exc.DBAPIError as error:
-                reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
-                why = f"its outcome could not be stored: {reason}"
+                why = f"its outcome could not be stored: {first_line(error)}"
                 failure = Completion(end.id, end.attempt, Status.FAILED, error=why)
                 applied += self._record(self._encode([failure]))
         return applied
