@@ -11,21 +11,20 @@ from __future__ import annotations
 import logging
 import os
 import queue
-import signal
 import socket
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Sequence
-from types import FrameType
 
-from jobq import executor, locks
+from jobq import executor, locks, stop_signals
 from jobq.app import App
-from jobq.errors import JobqError
+from jobq.errors import JobqError, first_line
 from jobq.executor import Outcome
 from jobq.limits import Limiter
 from jobq.limits.sql import SQL_LIMITER
+from jobq.overruns import Overruns
 from jobq.runner import Run, Runner
 from jobq.tasks import Completion, Status, Task
 from jobq.validation import check_int, check_key, check_seconds, queue_list
@@ -36,8 +35,6 @@ Fence = tuple[int, int]
 
 #: Seconds free slots may wait for the others to free up before a capture anyway.
 _CAPTURE_WAIT = 0.01
-#: Seconds past the grace after which a signalled worker that has not stopped exits anyway.
-_EXIT_MARGIN = 10.0
 #: The least delay before the retry of a run that timed out and was recorded as the
 #: worker stopped: its thread ends with the process, a moment after the write.
 _STUCK_RETRY_DELAY = 5.0
@@ -63,9 +60,6 @@ class Worker:
         stuck_after: float = 60.0,
     ) -> None:
         check_int("concurrency", concurrency, minimum=1)
-        if max_stuck is not None:
-            check_int("max_stuck", max_stuck, minimum=0)
-        check_seconds("stuck_after", stuck_after)
         check_seconds("grace", grace)
         check_seconds("poll_interval", poll_interval, positive=True)
         check_seconds("rescue_interval", rescue_interval, positive=True)
@@ -82,15 +76,12 @@ class Worker:
         self.poll_interval = poll_interval
         self.burst = burst
         self.rescue_interval = rescue_interval
-        #: Stop (exit_code 3) once this many runs are stuck: still running ``stuck_after``
-        #: seconds past their timeouts. 0: never. By default, when every slot is stuck.
-        self.max_stuck = concurrency if max_stuck is None else max_stuck
-        self.stuck_after = stuck_after
+        #: Runs past their timeouts; the worker stops (exit_code 3) once ``max_stuck`` are
+        #: ``stuck_after`` seconds past them.
+        self.overruns = Overruns(concurrency, max_stuck, stuck_after)
         #: 0, or 3 when the worker stopped because runs were stuck (a supervisor should
         #: start a new process: their threads cannot be stopped otherwise).
         self.exit_code = 0
-        # Whether the log says that every slot is held by a run past its timeout.
-        self._said_all_overrun = False
         #: Enforces the queues' limits: the database itself unless given another.
         self.limiter: Limiter = limiter or SQL_LIMITER
         #: Counts of what happened: done, failed, released, stale, lost, timed_out, ...
@@ -114,7 +105,8 @@ class Worker:
     def run(self) -> None:
         """Work until stopped (a signal, stop(), or in burst mode an empty queue)."""
         self.store.check_schema()
-        self._install_signal_handlers()
+        # SimpleQueue.put is safe in a signal handler: it wakes the loop wherever it waits.
+        stop_signals.install(self.stop, lambda: self._finished.put(None), self._stopped, self.grace)
         self._sync_schedules()
         self.store.register_worker(
             self.worker_id, host=socket.gethostname(), pid=os.getpid(), queues=self.queues,
@@ -172,35 +164,6 @@ class Worker:
         """From the notification thread: wake the loop if a queue we serve got tasks."""
         if queues is None or self.queues is None or not queues.isdisjoint(self.queues):
             self._finished.put(None)
-
-    def _install_signal_handlers(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-
-        def on_signal(signum: int, _frame: FrameType | None) -> None:
-            if self._stopping.is_set():
-                # A second signal: exit now; the leases expire and rescue takes over.
-                log.warning("second %s: exiting at once", signal.Signals(signum).name)
-                os._exit(1)
-            self.stop()
-            # Wake the loop wherever it waits (SimpleQueue.put is safe in a handler), and
-            # make sure of the exit should anything still block it past the grace.
-            self._finished.put(None)
-            threading.Thread(target=self._exit_if_stuck, name="jobq-stop", daemon=True).start()
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
-
-    def _exit_if_stuck(self) -> None:
-        """After a signal: end the process if the worker has not stopped well past its grace."""
-        if self._stopped.wait(self.grace + _EXIT_MARGIN):
-            return
-        log.error(
-            "worker %s did not stop within %g s of its grace; exiting now (its unfinished "
-            "runs' leases will expire and rescue will take them over)",
-            self.worker_id, self.grace,
-        )  # fmt: skip
-        os._exit(1)
 
     # --- the loop ---------------------------------------------------------------------
 
@@ -295,7 +258,7 @@ class Worker:
             time.sleep(self.poll_interval)
             return []
         except Exception as error:  # the database refused something: retrying will not mend it
-            log.error("capture failed: %s", _first_line(error))
+            log.error("capture failed: %s", first_line(error))
             self._unrecorded = batch + self._unrecorded
             self._frees_lock_key |= frees_lock_key
             self._record()  # records each end on its own when the batch is refused
@@ -380,7 +343,7 @@ class Worker:
             # that, retrying would refuse it forever. Their leases expire; rescue ends them.
             self.stats["unrecorded"] += len(batch)
             log.error(
-                "recording %d outcome(s) failed, left to rescue: %s", len(batch), _first_line(error)
+                "recording %d outcome(s) failed, left to rescue: %s", len(batch), first_line(error)
             )
             return
         self._recorded(batch, applied)
@@ -395,38 +358,10 @@ class Worker:
             log.warning("%d outcome(s) were stale: their leases expired and were taken over", stale)
 
     def _expire_timeouts(self, now: float) -> None:
-        """Cancel the runs past their timeouts (async ones stop; a thread cannot be stopped).
-
-        A run past its timeout keeps its row in_progress, its lease renewed, and with it
-        its lock key and limit slot, until its code returns: only then is it recorded as
-        timed out, and can its retry start. So no two attempts of a task run at once.
-        """
-        overrun = stuck = 0
-        for run in self._unsettled():
-            if run.deadline is None or now < run.deadline:
-                continue
-            overrun += 1
-            stuck += now >= run.deadline + self.stuck_after
-            if not run.timed_out:
-                run.timed_out = True
-                self._runner.cancel(run)
-                self.stats["timed_out"] += 1
-                log.warning(
-                    "task %d %s attempt %d timed out after %g s; it keeps its slot, lease and "
-                    "lock until its code returns", run.task.id, run.task.name, run.task.attempt,
-                    run.definition.timeout if run.definition else 0,
-                )  # fmt: skip
-        if overrun >= self.concurrency and not self._said_all_overrun:
-            log.error(
-                "all %d slots are held by runs past their timeouts; no task is taken until "
-                "one returns", self.concurrency,
-            )  # fmt: skip
-        self._said_all_overrun = overrun >= self.concurrency
-        if self.max_stuck and stuck >= self.max_stuck and not self._stopping.is_set():
-            log.error(
-                "%d run(s) stuck for %g s past their timeouts (--max-stuck %d): stopping, for "
-                "a supervisor to start a fresh worker", stuck, self.stuck_after, self.max_stuck,
-            )  # fmt: skip
+        """Cancel the runs past their timeouts; stop if too many are stuck (see Overruns)."""
+        running = self._unsettled()
+        self.stats["timed_out"] += self.overruns.check(running, now, self._runner.cancel)
+        if not self._stopping.is_set() and self.overruns.too_many_stuck(running, now):
             self.exit_code = 3
             self.stop()
 
@@ -509,9 +444,3 @@ def _completion(fence: Fence, outcome: Outcome, retry_delay: float | None = None
         retry_delay=outcome.retry_delay if retry_delay is None else retry_delay,
         terminal=outcome.terminal,
     )  # fmt: skip
-
-
-def _first_line(error: BaseException) -> str:
-    """The first line of ``error``'s message, with its type when it says nothing."""
-    text = str(getattr(error, "orig", None) or error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
