@@ -229,7 +229,7 @@ def storable_end(done: Completion, room: Room) -> tuple[Completion, str | None]:
             size = room.size(result_text)
             why = f"result too large for this database: {size:,} bytes ({room.why})"
             return _unstorable(done, why), None
-    if done.error is not None and isinstance(done.error, str):
+    if done.error is not None:  # a str: check_end saw to it
         error = storable_text(done.error)
         if error is not done.error:
             done = dataclasses.replace(done, error=error)

@@ -75,6 +75,7 @@ class MySQLDialect(Dialect):
         self._id_step: int | None = None
         # @@max_allowed_packet: the largest statement the server takes (see room()).
         self._max_packet: int | None = None
+        self._room: Room | None = None
         self._id_step_lock = threading.Lock()
 
     # --- engine ---------------------------------------------------------------------
@@ -121,16 +122,19 @@ class MySQLDialect(Dialect):
             cursor.close()
 
     def room(self, engine: Engine) -> Room:
-        if self._max_packet is None:
-            with engine.connect():
-                pass  # its checkout learns the packet size (_learn_id_step)
-        assert self._max_packet is not None
-        # The statement around the parameters, and the protocol's headers, need some room.
-        return Room(
-            max(self._max_packet - _STATEMENT_ROOM, self._max_packet // 2),
-            f"MySQL's max_allowed_packet is {self._max_packet:,} bytes",
-            escaped=True,
-        )
+        if self._room is None:  # every enqueue asks: build it once
+            if self._max_packet is None:
+                with engine.connect():
+                    pass  # its checkout learns the packet size (_learn_id_step)
+            packet = self._max_packet
+            assert packet is not None
+            # The statement around the parameters, and the protocol's headers, need room.
+            self._room = Room(
+                max(packet - _STATEMENT_ROOM, packet // 2),
+                f"MySQL's max_allowed_packet is {packet:,} bytes",
+                escaped=True,
+            )
+        return self._room
 
     def batch_bytes(self, batch: Any, room: Room, row_bytes: int) -> int:
         return sum(room.size(args) for args in batch) + row_bytes * len(batch)
