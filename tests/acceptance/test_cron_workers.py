@@ -33,14 +33,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def store(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[jobq.Store]:
     """A Store on ``db_url``, with an empty runs table beside it."""
     monkeypatch.setenv("JOBQ_DATABASE_URL", db_url)
-    monkeypatch.setattr(cron_app, "_engine", None)
-    cron_app.create_runs_table()
-    with cron_app.runs_engine().begin() as conn:
-        conn.execute(sa.delete(cron_app.RUNS))
+    cron_app.LOG.empty()
     store = jobq.Store(db_url)
     yield store
     store.dispose()
-    cron_app.runs_engine().dispose()
+    cron_app.LOG.dispose()
 
 
 def worker(db_url: str, variant: str = "ticks", *options: str, hang: bool = False) -> Any:

@@ -20,11 +20,9 @@ computed on those intervals. Workers log to files (a 20 MB log line would fill a
 from __future__ import annotations
 
 import itertools
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -37,12 +35,11 @@ import sqlalchemy as sa
 import jobq
 from jobq import Status, testing
 from tests.acceptance.test_cli import Cli, sqlite_only
-from tests.acceptance.test_limit_workers import Worker
 from tests.acceptance.test_worker_processes import wait_until
 from tests.apps import hostile
 from tests.helpers import set_columns
+from tests.worker_processes import Worker, Workers
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 #: Exit status of a worker that gave up because too many of its runs are stuck.
@@ -60,50 +57,17 @@ EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
 def store(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[jobq.Store]:
     """The hostile app's Store on ``db_url``, with an empty runs table beside it."""
     monkeypatch.setenv("JOBQ_DATABASE_URL", db_url)
-    monkeypatch.setattr(hostile, "_engine", None)
     store = jobq.Store(db_url)
     monkeypatch.setattr(hostile.app, "_store", store)
-    hostile.create_runs_table()
-    with hostile.runs_engine().begin() as conn:
-        conn.execute(sa.delete(hostile.RUNS))
+    hostile.LOG.empty()
     yield store
     store.dispose()
-    hostile.runs_engine().dispose()
-
-
-class Workers:
-    """Starts `jobq worker` processes on the hostile app, their stderr in files."""
-
-    def __init__(self, db_url: str, directory: Path) -> None:
-        self.db_url = db_url
-        self.directory = directory
-        self.started: list[Worker] = []
-
-    def start(self, *options: str) -> Worker:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "JOBQ_DATABASE_URL": self.db_url}
-        env["PYTHONFAULTHANDLER"] = "1"  # SIGABRT dumps every thread's stack
-        log = self.directory / f"worker-{len(self.started)}.log"
-        with log.open("wb") as stderr:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "jobq.cli", "worker", "--app", "tests.apps.hostile:app",
-                 "--poll-interval", "0.05", *options],
-                env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr,
-            )  # fmt: skip
-        started = Worker(process, log)
-        self.started.append(started)
-        return started
-
-    def kill_all(self) -> None:
-        """kill -9 whatever is still running (after a failure)."""
-        for started in self.started:
-            if started.process.poll() is None:
-                started.process.kill()
-                started.process.wait(timeout=30)
+    hostile.LOG.dispose()
 
 
 @pytest.fixture
 def workers(store: jobq.Store, db_url: str, tmp_path: Path) -> Iterator[Workers]:
-    started = Workers(db_url, tmp_path)
+    started = Workers("tests.apps.hostile:app", db_url, tmp_path)
     yield started
     started.kill_all()
 

@@ -19,7 +19,6 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +29,8 @@ import jobq
 from jobq import Status
 from tests.acceptance.test_worker_processes import wait_until
 from tests.apps import limited
+from tests.worker_processes import ROOT, Worker, Workers
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
@@ -51,63 +50,28 @@ def limiter(request: pytest.FixtureRequest) -> list[str]:
 def store(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[jobq.Store]:
     """A Store on ``db_url`` (the app's too), with an empty runs table beside it."""
     monkeypatch.setenv("JOBQ_DATABASE_URL", db_url)
-    monkeypatch.setattr(limited, "_engine", None)
     limited.app.store = store = jobq.Store(db_url)
-    limited.create_runs_table()
-    with limited.runs_engine().begin() as conn:
-        conn.execute(sa.delete(limited.RUNS))
+    limited.LOG.empty()
     yield store
     store.dispose()
-    limited.runs_engine().dispose()
+    limited.LOG.dispose()
 
 
-@dataclass
-class Worker:
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    def stderr(self) -> str:
-        return self.log.read_text(errors="replace")
-
-
-class Workers:
-    """Starts `jobq worker` processes on the limited app; their stderr goes to files
-    (a pipe nobody reads could fill up and block a worker)."""
+class LimitedWorkers(Workers):
+    """Workers on the limited app with the test's limiter; ``hang`` makes its runs hang."""
 
     def __init__(self, db_url: str, limiter: list[str], directory: Path) -> None:
-        self.db_url = db_url
-        self.limiter = limiter
-        self.directory = directory
-        self.started: list[Worker] = []
+        super().__init__(
+            "tests.apps.limited:app", db_url, directory, ["--log-level", "warning", *limiter]
+        )
 
-    def start(self, *options: str, hang: bool = False) -> Worker:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "JOBQ_DATABASE_URL": self.db_url}
-        env["PYTHONFAULTHANDLER"] = "1"
-        env.pop("JOBQ_TEST_LIMITED_HANG", None)
-        if hang:
-            env["JOBQ_TEST_LIMITED_HANG"] = "1"
-        log = self.directory / f"worker-{len(self.started)}.log"
-        with log.open("wb") as stderr:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "jobq.cli", "worker", "--app", "tests.apps.limited:app",
-                 "--poll-interval", "0.05", "--log-level", "warning", *self.limiter, *options],
-                env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr,
-            )  # fmt: skip
-        started = Worker(process, log)
-        self.started.append(started)
-        return started
-
-    def kill_all(self) -> None:
-        """kill -9 whatever is still running (after a failure)."""
-        for started in self.started:
-            if started.process.poll() is None:
-                started.process.kill()
-                started.process.wait(timeout=30)
+    def start(self, *options: str, hang: bool = False) -> Worker:  # type: ignore[override]
+        return super().start(*options, env={"JOBQ_TEST_LIMITED_HANG": "1" if hang else None})
 
 
 @pytest.fixture
-def workers(db_url: str, limiter: list[str], tmp_path: Path) -> Iterator[Workers]:
-    started = Workers(db_url, limiter, tmp_path)
+def workers(db_url: str, limiter: list[str], tmp_path: Path) -> Iterator[LimitedWorkers]:
+    started = LimitedWorkers(db_url, limiter, tmp_path)
     yield started
     started.kill_all()
 
@@ -186,7 +150,9 @@ def assert_each_ran_once(store: jobq.Store, ids: Sequence[int], recorded: list[d
 
 
 @pytest.mark.timeout(150)
-def test_concurrency_limit_holds_across_four_workers(store: jobq.Store, workers: Workers) -> None:
+def test_concurrency_limit_holds_across_four_workers(
+    store: jobq.Store, workers: LimitedWorkers
+) -> None:
     """Limit 3, 60 tasks of 0.2 s, 4 workers of 8 slots: never more than 3 at once, and 3
     at times (so a broken limit would show), and every task runs once."""
     store.set_limit("limited", concurrency=3)
@@ -205,7 +171,7 @@ def test_concurrency_limit_holds_across_four_workers(store: jobq.Store, workers:
 
 @pytest.mark.timeout(150)
 def test_slots_of_a_killed_worker_come_back_when_its_leases_expire(
-    store: jobq.Store, workers: Workers
+    store: jobq.Store, workers: LimitedWorkers
 ) -> None:
     """kill -9 a worker holding both slots of a queue limited to 2 (lease 2 s): another
     worker, already polling, starts nothing until the leases run out, then drains it."""
@@ -243,7 +209,9 @@ def test_slots_of_a_killed_worker_come_back_when_its_leases_expire(
 
 
 @pytest.mark.timeout(150)
-def test_rate_limit_spaces_starts_across_three_workers(store: jobq.Store, workers: Workers) -> None:
+def test_rate_limit_spaces_starts_across_three_workers(
+    store: jobq.Store, workers: LimitedWorkers
+) -> None:
     """Rate 10/2s, 40 quick tasks, 3 workers: no 2 s window holds more than 10 captures
     (by the database's clock), and the queue drains at that rate, no faster."""
     store.set_limit("limited", rate="10/2s")
@@ -270,7 +238,9 @@ def test_rate_limit_spaces_starts_across_three_workers(store: jobq.Store, worker
 
 
 @pytest.mark.timeout(150)
-def test_changing_a_limit_applies_to_running_workers(store: jobq.Store, workers: Workers) -> None:
+def test_changing_a_limit_applies_to_running_workers(
+    store: jobq.Store, workers: LimitedWorkers
+) -> None:
     """Concurrency 1, raised to 4 (`jobq limits set`) then lowered to 1 (Store.set_limit)
     while 3 workers run: each change applies without a restart, a lowering as runs end."""
     store.set_limit("limited", concurrency=1)
@@ -312,7 +282,7 @@ def test_changing_a_limit_applies_to_running_workers(store: jobq.Store, workers:
 
 @pytest.mark.timeout(150)
 def test_a_full_limited_queue_does_not_hold_back_an_unlimited_one(
-    store: jobq.Store, workers: Workers
+    store: jobq.Store, workers: LimitedWorkers
 ) -> None:
     """Limit 1 on a queue of 1 s tasks: the same workers run another queue's tasks at once,
     long before the limited queue drains."""

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 import jobq
 from jobq.dialects.types import Moment
+from tests.apps.run_log import RunLog
 
 app = jobq.App()
 VARIANT = os.environ.get("JOBQ_TEST_CRON", "ticks")
@@ -35,19 +36,8 @@ RUNS = sa.Table(
     sa.Column("finished", sa.Double(), nullable=True),
 )
 
-_engine: sa.Engine | None = None
-
-
-def runs_engine() -> sa.Engine:
-    """The engine runs are recorded with (the same database, another table)."""
-    global _engine
-    if _engine is None:
-        _engine = sa.create_engine(os.environ["JOBQ_DATABASE_URL"])
-    return _engine
-
-
-def create_runs_table() -> None:
-    RUNS.create(runs_engine(), checkfirst=True)
+LOG = RunLog(RUNS)
+runs_engine = LOG.engine
 
 
 @app.task(retries=0, lease=2)
