@@ -12,7 +12,7 @@ from jobq.errors import UnknownStatus
 
 
 class Status(enum.StrEnum):
-    """Where a task is in its life; see the state machine in DESIGN.md."""
+    """Where a task is in its life; see the state machine in docs/architecture.md."""
 
     QUEUED = "queued"
     IN_PROGRESS = "in_progress"

@@ -1,4 +1,4 @@
-"""Which rows a capture takes, as SQL: DESIGN.md's capturable rows, in capture order.
+"""Which rows a capture takes, as SQL: docs/architecture.md's capturable rows, in capture order.
 
 The portable predicates are built once here; a dialect only says how its queries reach a
 partial index (within), where it emulates them.
@@ -60,9 +60,10 @@ class CapturePredicates:
         return sa.true()
 
     def capturable(self, now: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
-        """Rows a capture may take at ``now``: DESIGN.md's four cases, due, in the ACTIVE set,
-        and with their lock key (if any) free. An expired recurring run is not among them:
-        rescue ends it (a retry, its next tick, or rest if its schedule was paused)."""
+        """Rows a capture may take at ``now``: the four cases of docs/architecture.md, due,
+        in the ACTIVE set, and with their lock key (if any) free. An expired recurring run
+        is not among them: rescue ends it (a retry, its next tick, or rest if its schedule
+        was paused)."""
         return sa.and_(
             ACTIVE,
             c.run_at <= now,
