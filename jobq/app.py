@@ -203,17 +203,18 @@ class App:
         """Enqueue registered task ``name`` with ``kwargs``; its id.
 
         The arguments are checked against the function's signature and for JSON first, so
-        a bad call raises TypeError and writes nothing.
+        a bad call raises TypeError and writes nothing. The definition's queue, priority,
+        retries, unique and lock keys are stored, and its timeout (so that `jobq status`
+        can tell a run past it); its lease and backoff are not: the worker that runs the
+        task applies its own definition's.
         """
         definition = self.definition(name)
         arguments = definition.check_arguments(kwargs)
+        options = definition.row_options(arguments)
+        options.update(_given(queue=queue, priority=priority))
         task_id = self.store.enqueue(
-            definition.name, arguments,
-            queue=definition.queue if queue is None else queue,
-            priority=definition.priority if priority is None else priority,
-            run_at=run_at, delay=delay, retries=definition.retries, timeout=definition.timeout,
-            lease=definition.lease, unique_key=definition.unique_key(arguments),
-            lock_key=definition.lock_key(arguments), connection=connection,
+            definition.name, arguments, run_at=run_at, delay=delay, connection=connection,
+            **options,
         )  # fmt: skip
         self._enqueued(connection)
         return task_id
@@ -240,7 +241,7 @@ class App:
             queue=definition.queue if queue is None else queue,
             priority=definition.priority if priority is None else priority,
             run_at=run_at, delay=delay, retries=definition.retries, timeout=definition.timeout,
-            lease=definition.lease, connection=connection,
+            connection=connection,
         )  # fmt: skip
         if definition.unique is None and definition.lock is None:
             ids = self.store.enqueue_many(definition.name, checked, **options)
@@ -320,6 +321,11 @@ def _split_options(task: str, kwargs: dict[str, Any]) -> dict[str, Any]:
             )
         options[key[1:]] = kwargs.pop(key)
     return options
+
+
+def _given(**options: Any) -> dict[str, Any]:
+    """The options not None: those the caller chose, which win over the definition's."""
+    return {key: value for key, value in options.items() if value is not None}
 
 
 def load_app(path: str) -> App:

@@ -42,7 +42,7 @@ class Enqueuer:
         delay: float | None = None,
         retries: int = 3,
         timeout: float | None = None,
-        lease: float = 30,
+        lease: float | None = None,
         unique_key: str | None = None,
         lock_key: str | None = None,
         connection: Connection | None = None,
@@ -91,7 +91,7 @@ class Enqueuer:
         delay: float | None = None,
         retries: int = 3,
         timeout: float | None = None,
-        lease: float = 30,
+        lease: float | None = None,
         unique_key: str | None = None,
         lock_key: str | None = None,
         connection: Connection | None = None,
@@ -171,7 +171,7 @@ class Enqueuer:
         delay: float | None,
         retries: int,
         timeout: float | None,
-        lease: float,
+        lease: float | None,
         unique_key: str | None,
         lock_key: str | None,
     ) -> tuple[str, dict[str, Any]]:
@@ -186,7 +186,8 @@ class Enqueuer:
         check_key("lock_key", lock_key)
         check_int("priority", priority, minimum=INT32[0], maximum=INT32[1])
         check_int("retries", retries, minimum=0, maximum=INT32[1])
-        check_seconds("lease", lease, positive=True)
+        if lease is not None:
+            check_seconds("lease", lease, positive=True)
         if timeout is not None:
             check_seconds("timeout", timeout, positive=True)
         params: dict[str, Any] = {
@@ -194,7 +195,7 @@ class Enqueuer:
             "new_queue_id": queue,
             "new_priority": priority,
             "new_retries_left": retries,
-            "new_lease": float(lease),
+            "new_lease": None if lease is None else float(lease),
             "new_timeout": None if timeout is None else float(timeout),
             "new_unique_key": unique_key,
             "new_lock_key": lock_key,

@@ -9,8 +9,10 @@ import time
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
+from jobq.logs import in_and_at
 from jobq.payload import result_problem
 from jobq.registry import Registry, TaskDefinition
 from jobq.tasks import Status, Task, Undecodable
@@ -54,8 +56,10 @@ class Outcome:
 
 
 def not_registered(name: str) -> Outcome:
-    """The outcome of a captured task that this worker does not know."""
-    return Outcome(Status.FAILED, error=f"task {name!r} is not registered in this worker")
+    """The final failure of a captured task that this worker does not know."""
+    # Final: another attempt would be captured by a worker like this one, most likely.
+    error = f"task {name!r} is not registered in this worker"
+    return Outcome(Status.FAILED, error=error, terminal=True)
 
 
 def undecodable(task: Task) -> Outcome | None:
@@ -78,8 +82,7 @@ def run_sync(
     ``task``, the captured row when there is one, is what current_task() returns
     meanwhile and names the run in the log lines.
     """
-    task_id = None if task is None else task.id
-    started = _log_start(definition, attempt, task_id)
+    started = _log_start(definition, attempt, task)
     token = _current_task.set(task)
     try:
         outcome = _returned(definition, definition.func(**args), attempt)
@@ -88,7 +91,7 @@ def run_sync(
     finally:
         _current_task.reset(token)
     outcome = _in_time(definition, attempt, started, outcome)
-    _log_end(definition, attempt, task_id, started, outcome)
+    _log_end(definition, attempt, task, started, outcome)
     return outcome
 
 
@@ -103,8 +106,7 @@ async def run_async(
 
     ``task`` is as for run_sync (current_task() is set in this coroutine's context).
     """
-    task_id = None if task is None else task.id
-    started = _log_start(definition, attempt, task_id)
+    started = _log_start(definition, attempt, task)
     _current_task.set(task)  # each asyncio task runs in a copy of the context
     try:
         # In this task, not one of wait_for's: cancelling the run cancels the code itself,
@@ -118,42 +120,86 @@ async def run_async(
         outcome = _failure(definition, error, attempt)
     # It blocked the event loop past its timeout, or swallowed its cancellation.
     outcome = _in_time(definition, attempt, started, outcome)
-    _log_end(definition, attempt, task_id, started, outcome)
+    _log_end(definition, attempt, task, started, outcome)
     return outcome
 
 
-def _log_start(definition: TaskDefinition, attempt: int, task_id: int | None) -> float:
+def _log_start(definition: TaskDefinition, attempt: int, task: Task | None) -> float:
     """Log a run's start (one line); its start on the perf_counter clock."""
     if log.isEnabledFor(logging.INFO):
-        fields = {"task_id": task_id, "task": definition.name, "attempt": attempt}
-        log.info("task %s %s attempt %d started", task_id, definition.name, attempt, extra=fields)
+        fields = _fields(definition, attempt, task)
+        log.info(
+            "task %s %s attempt %d started", fields["task_id"], definition.name, attempt,
+            extra=fields,
+        )  # fmt: skip
     return time.perf_counter()
+
+
+def _fields(definition: TaskDefinition, attempt: int, task: Task | None) -> dict[str, Any]:
+    """The fields every line about a run has (see jobq.logs.FIELDS)."""
+    return {
+        "task_id": None if task is None else task.id, "task": definition.name,
+        "queue": definition.queue if task is None else task.queue_id, "attempt": attempt,
+    }  # fmt: skip
 
 
 def _log_end(
     definition: TaskDefinition,
     attempt: int,
-    task_id: int | None,
+    task: Task | None,
     started: float,
     outcome: Outcome,
 ) -> None:
-    """Log a run's end (one line): its status and duration; failures as warnings."""
+    """Log a run's end (one line): its status and duration; a failure as a warning that
+    says which attempt of how many it was, and whether and when the task runs again."""
     level = logging.INFO if outcome.status is Status.DONE else logging.WARNING
     if not log.isEnabledFor(level):
         return
     duration_ms = round((time.perf_counter() - started) * 1000, 3)
-    fields = {
-        "task_id": task_id, "task": definition.name, "attempt": attempt,
-        "status": outcome.status.value, "duration_ms": duration_ms,
-    }  # fmt: skip
+    fields = _fields(definition, attempt, task)
+    fields.update(status=outcome.status.value, duration_ms=duration_ms)
     why = ""
     if outcome.error is not None:
         fields["error"] = outcome.error.strip().splitlines()[-1]
         why = f": {fields['error']}"
+    if outcome.status is Status.FAILED:
+        ended = _failure_words(duration_ms, attempt, task, outcome, fields)
+        log.log(
+            level, "task %s %s %s%s", fields["task_id"], definition.name, ended, why, extra=fields
+        )
+        return
     log.log(
         level, "task %s %s attempt %d %s in %s ms%s",
-        task_id, definition.name, attempt, outcome.status.value, duration_ms, why, extra=fields,
+        fields["task_id"], definition.name, attempt, outcome.status.value, duration_ms, why,
+        extra=fields,
     )  # fmt: skip
+
+
+def _failure_words(
+    duration_ms: float, attempt: int, task: Task | None, outcome: Outcome, fields: dict[str, Any]
+) -> str:
+    """What came of a failed run and what comes next, in words: ``failed in 3.1 ms
+    (attempt 2 of 4), retrying in 8.0s at 10:32:05``, or ``failed for good in 3.1 ms
+    (attempt 4 of 4)``. Adds the matching fields to ``fields`` (see jobq.logs.FIELDS)."""
+    took = f"in {duration_ms} ms"
+    if task is None:  # run outside a worker: nothing says what comes next
+        return f"failed {took} (attempt {attempt})"
+    # Each capture of a retry spends one of retries_left: this is the last one possible.
+    last = attempt + task.retries_left
+    fields.update(max_attempts=last, final=outcome.terminal or task.retries_left <= 0)
+    of = f"(attempt {attempt} of {last})"
+    if fields["final"] and task.recurring:
+        return f"failed {took} {of}, no retry left; its schedule runs it at its next tick"
+    if fields["final"]:
+        return f"failed for good {took} {of}"
+    if outcome.retry_delay is None:  # the Store's backoff decides
+        return f"failed {took} {of}, retrying later"
+    delay = max(outcome.retry_delay, 0.0)
+    fields.update(
+        retry_in=round(delay, 3),
+        retry_at=datetime.fromtimestamp(time.time() + delay, UTC).isoformat(timespec="seconds"),
+    )
+    return f"failed {took} {of}, retrying {in_and_at(delay)}"
 
 
 def run(
@@ -170,6 +216,8 @@ def run(
         return not_registered(name)
     if task is not None and (failure := undecodable(task)) is not None:
         return failure
+    if task is not None:
+        definition = definition.with_timeout(task.timeout)  # a timeout given at enqueue wins
     if definition.is_async:
         return asyncio.run(run_async(definition, args, attempt, task=task))
     return run_sync(definition, args, attempt, task=task)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import string
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jobq.errors import InvalidOption, InvalidTaskArguments
@@ -89,6 +89,26 @@ class TaskDefinition:
             raise InvalidTaskArguments(f"task {self.name!r}: {error}") from None
         encode_args(self.name, arguments)
         return arguments
+
+    def with_timeout(self, timeout: float | None) -> TaskDefinition:
+        """This definition, but ``timeout`` (a run's own, given at enqueue) when not None."""
+        if timeout is None or timeout == self.timeout:
+            return self
+        return replace(self, timeout=timeout)
+
+    def row_options(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The Store.enqueue options this definition gives a row of ``arguments`` (checked):
+        queue, priority, retries, timeout, unique and lock keys. Lease and backoff are not
+        among them: the worker that runs the row applies its own definition's. The timeout
+        is, so that `jobq status` and `jobq show` can tell a run past it from the row."""
+        return {
+            "queue": self.queue,
+            "priority": self.priority,
+            "retries": self.retries,
+            "timeout": self.timeout,
+            "unique_key": self.unique_key(arguments),
+            "lock_key": self.lock_key(arguments),
+        }
 
     def unique_key(self, arguments: Mapping[str, Any]) -> str | None:
         """The unique_key for these arguments, from the ``unique`` template."""

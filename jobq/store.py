@@ -19,16 +19,18 @@ from sqlalchemy.engine import Connection, Engine
 
 from jobq import run_end
 from jobq.database import Database
+from jobq.dialects.base import lease_of
 from jobq.enqueuer import Enqueuer
 from jobq.errors import first_line
 from jobq.limits import Limit, Limiter
 from jobq.limits.sql import SQL_LIMITER, Limits
+from jobq.outage import Outage
 from jobq.periodic import Periodic
 from jobq.prepared import Prepared
 from jobq.retry import Backoff, ExponentialBackoff
 from jobq.schema import status_is, tasks
 from jobq.task_admin import TaskAdmin
-from jobq.tasks import Completion, Status, Task
+from jobq.tasks import NO_NAMED_LEASES, Completion, Leases, Status, Task
 from jobq.validation import INT32, check_int, check_key, check_seconds, queue_list
 from jobq.worker_registry import WorkerRegistry
 
@@ -84,13 +86,15 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
         *,
         queues: Sequence[str] | str | None = None,
         worker_id: str,
-        lease: float | None = None,
+        lease: float | Leases | None = None,
         limiter: Limiter | None = None,
     ) -> list[Task]:
         """Atomically move at most ``limit`` capturable tasks to in_progress for ``worker_id``.
 
-        Order: highest priority, then earliest run_at, then lowest id. ``lease`` overrides
-        each task's own lease seconds. Each returned task carries its new ``attempt``.
+        Order: highest priority, then earliest run_at, then lowest id. A number ``lease``
+        overrides each task's own lease seconds; by default a row keeps the lease it was
+        enqueued with, else gets the one ``Leases`` names for its task (else 30 s). Each
+        returned task carries its new ``attempt``.
         Limited queues (set_limit) come first, as many as ``limiter`` (by default the
         database itself) allows; each is atomic on its own.
         """
@@ -103,7 +107,7 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
         limit: int,
         names: list[str] | None,
         worker_id: str,
-        lease: float | None,
+        lease: float | Leases | None,
         limiter: Limiter | None,
         limited: dict[str, Limit],
     ) -> list[Task]:
@@ -128,7 +132,7 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
         limit: int,
         names: list[str] | None,
         worker_id: str,
-        lease: float | None,
+        lease: float | Leases | None,
         unlimited_only: bool = True,
     ) -> list[Task]:
         if limit == 0 or names == []:
@@ -246,7 +250,7 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
         *,
         queues: Sequence[str] | str | None = None,
         worker_id: str,
-        lease: float | None = None,
+        lease: float | Leases | None = None,
         limiter: Limiter | None = None,
     ) -> tuple[int, list[Task]]:
         """set_statuses(completions), then capture(limit, ...), in one transaction.
@@ -283,7 +287,7 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
         limit: int,
         names: list[str] | None,
         worker_id: str,
-        lease: float | None,
+        lease: float | Leases | None,
     ) -> tuple[int, list[Task]]:
         completions = encoded.completions
         params = {"completions": encoded.chunks[0]}
@@ -327,25 +331,27 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
         return self.db.prepare("record", lambda: run_end.record_statement(self.dialect))
 
     def heartbeat(
-        self, worker_id: str, owned: Iterable[tuple[int, int]], lease: float | None = None
+        self,
+        worker_id: str,
+        owned: Iterable[tuple[int, int]],
+        lease: float | Leases | None = None,
     ) -> set[int]:
         """Extend the leases of the runs in ``owned`` (id, attempt) still held by ``worker_id``.
 
-        Returns the ids it extended; a run missing from the answer was lost (its lease
-        expired and it was rescued or captured again) and must not write its outcome.
+        Each run is extended by the lease it was captured with (``lease`` as in capture),
+        all in one statement. Returns the ids it extended; a run missing from the answer
+        was lost (its lease expired and it was rescued or captured again) and must not
+        write its outcome.
         """
         check_key("worker_id", worker_id, required=True)
-        if lease is not None:
+        if lease is not None and not isinstance(lease, Leases):
             check_seconds("lease", lease, positive=True)
         pairs = [(int(i), int(a)) for i, a in owned]
         if not pairs:
             return set()
-        stmt = self.dialect.memo(
-            ("heartbeat", lease is None), lambda: self._heartbeat_statement(lease is None)
-        )
-        params: dict[str, Any] = {"worker_id": worker_id}
-        if lease is not None:
-            params["lease_seconds"] = float(lease)
+        _, named = _capture_shape(None, lease)
+        stmt = self.dialect.memo(("heartbeat", named), lambda: self._heartbeat_statement(named))
+        params: dict[str, Any] = {"worker_id": worker_id, **_lease_parameters(lease)}
 
         def extend(conn: Connection) -> set[int]:
             extended: set[int] = set()
@@ -356,8 +362,7 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
 
         return self.db.write(extend, atomic=len(pairs) > _HEARTBEAT_CHUNK)
 
-    def _heartbeat_statement(self, row_lease: bool) -> sa.Update:
-        lease_seconds = c.lease if row_lease else sa.bindparam("lease_seconds", type_=sa.Float)
+    def _heartbeat_statement(self, named_leases: int | None) -> sa.Update:
         return (
             sa.update(tasks)
             .where(
@@ -365,16 +370,22 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
                 c.locked_by == sa.bindparam("worker_id"),
                 sa.tuple_(c.id, c.attempt).in_(sa.bindparam("owned", expanding=True)),
             )
-            .values(locked_until=self.dialect.now_plus(lease_seconds))
+            .values(locked_until=self.dialect.now_plus(lease_of(named_leases)))
         )
 
-    def listen(self, on_enqueued: Callable[[set[str] | None], None], stop: Any) -> bool:
+    def listen(
+        self,
+        on_enqueued: Callable[[set[str] | None], None],
+        stop: Any,
+        outage: Outage | None = None,
+    ) -> bool:
         """Call ``on_enqueued(queues or None)`` when tasks are enqueued, until ``stop`` is set.
 
         Where the database can notify (PostgreSQL), a connection in a thread of its own
-        does it, reconnecting by itself; elsewhere this returns False and workers poll.
+        does it, reconnecting by itself, and tells ``outage`` while it cannot connect;
+        elsewhere this returns False and workers poll.
         """
-        return self.dialect.listen(self.engine, on_enqueued, stop)
+        return self.dialect.listen(self.engine, on_enqueued, stop, outage)
 
     # --- maintenance ----------------------------------------------------------------
 
@@ -430,27 +441,40 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
 
 
 def _capture_options(
-    limit: int, queues: Sequence[str] | str | None, worker_id: str, lease: float | None
+    limit: int, queues: Sequence[str] | str | None, worker_id: str, lease: float | Leases | None
 ) -> list[str] | None:
     """Check capture's options; the queue names (None: every queue)."""
     check_int("limit", limit, minimum=0, maximum=INT32[1])
     check_key("worker_id", worker_id, required=True)
-    if lease is not None:
+    if lease is not None and not isinstance(lease, Leases):
         check_seconds("lease", lease, positive=True)
     return queue_list(queues)
 
 
-def _capture_shape(names: list[str] | None, lease: float | None) -> tuple[int | None, bool]:
-    """What a capture statement is built for: how many queues, and whether rows' own leases."""
-    return (None if names is None else len(names), lease is None)
+def _capture_shape(
+    names: list[str] | None, lease: float | Leases | None
+) -> tuple[int | None, int | None]:
+    """What a capture statement is built for: how many queues, and how many named leases
+    (None: one lease for every row)."""
+    named = len(_leases(lease).by_name) if lease is None or isinstance(lease, Leases) else None
+    return (None if names is None else len(names), named)
+
+
+def _leases(lease: float | Leases | None) -> Leases:
+    return lease if isinstance(lease, Leases) else NO_NAMED_LEASES
 
 
 def _capture_parameters(
-    limit: int, names: list[str] | None, worker_id: str, lease: float | None
+    limit: int, names: list[str] | None, worker_id: str, lease: float | Leases | None
 ) -> dict[str, Any]:
-    params: dict[str, Any] = {"limit": limit, "worker_id": worker_id}
+    params: dict[str, Any] = {"limit": limit, "worker_id": worker_id, **_lease_parameters(lease)}
     if names is not None:
         params.update({f"queue_{i}": name for i, name in enumerate(names)})
-    if lease is not None:
-        params["lease_seconds"] = float(lease)
     return params
+
+
+def _lease_parameters(lease: float | Leases | None) -> dict[str, Any]:
+    """The bound values of jobq.dialects.base.lease_of for ``lease``."""
+    if lease is None or isinstance(lease, Leases):
+        return _leases(lease).parameters()
+    return {"lease_seconds": float(lease)}

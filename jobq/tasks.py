@@ -58,7 +58,8 @@ class Task:
     run_at: datetime
     retries_left: int
     attempt: int
-    lease: float
+    #: Lease and timeout given at enqueue; None: as the worker's definition of the task says.
+    lease: float | None
     timeout: float | None
     locked_by: str | None
     locked_until: datetime | None
@@ -81,6 +82,43 @@ class Task:
     def fence(self) -> tuple[int, int]:
         """The (id, attempt) pair that every later write about this run must present."""
         return (self.id, self.attempt)
+
+
+#: Seconds of a lease when neither the row nor a definition of its task gives one.
+DEFAULT_LEASE = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Leases:
+    """The lease of each captured row that set none at enqueue: its task's, by name.
+
+    A worker passes the leases of its definitions that differ from ``default``; a row of a
+    task it does not know gets ``default``. A row that set a lease keeps its own.
+    """
+
+    by_name: tuple[tuple[str, float], ...] = ()
+    default: float = DEFAULT_LEASE
+
+    def of(self, task: Task) -> float:
+        """The lease seconds ``task`` was captured with."""
+        if task.lease is not None:
+            return task.lease
+        for name, seconds in self.by_name:  # a few names: only those not the default
+            if name == task.name:
+                return seconds
+        return self.default
+
+    def parameters(self) -> dict[str, float | str]:
+        """Bound values for the capture statement (jobq.dialects.base.lease_of)."""
+        params: dict[str, float | str] = {"lease_default": float(self.default)}
+        for i, (name, seconds) in enumerate(self.by_name):
+            params[f"lease_name_{i}"] = name
+            params[f"lease_value_{i}"] = float(seconds)
+        return params
+
+
+#: Leases naming no task: rows that set no lease get DEFAULT_LEASE.
+NO_NAMED_LEASES = Leases()
 
 
 @dataclass(frozen=True, slots=True)

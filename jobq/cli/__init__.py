@@ -9,7 +9,10 @@ as one ``error: ...`` line on stderr. Never a traceback for any of these.
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import fields
 from datetime import UTC, datetime
 from itertools import groupby
@@ -18,7 +21,7 @@ from typing import IO, Any
 import click
 from sqlalchemy.engine import Connection
 
-from jobq.app import load_app
+from jobq.app import App, load_app
 from jobq.cli.common import (
     PRIORITY,
     RETRIES,
@@ -27,11 +30,11 @@ from jobq.cli.common import (
     database_url_option,
     store_for,
 )
-from jobq.cli.cron import cron
+from jobq.cli.cron import cron, summary
 from jobq.cli.limits import limits
 from jobq.cli.locks import locks
 from jobq.cli.output import count, field_text, overrun_note, table, when, worker_row
-from jobq.cli.params import Duration, JsonObject, Key, read_task_file
+from jobq.cli.params import Duration, JsonObject, Key, TaskLine, read_task_file
 from jobq.cli.run_worker import worker
 from jobq.durations import format_duration
 from jobq.errors import JobqError
@@ -60,13 +63,18 @@ def migrate(database_url: str) -> None:
 @main.command()
 @click.argument("name", type=Key(), required=False)
 @click.option("--kwargs", type=JsonObject(), help="Keyword arguments, a JSON object.")
-@click.option("--queue", type=Key(), help="Queue name (default: default).")
+@click.option("--queue", type=Key(), help="Queue name (default: the task's, else default).")
 @click.option(
     "--delay", type=Duration(), help="Run no sooner than this: 90 (seconds), 30s, 15m, 2h."
 )
-@click.option("--priority", type=PRIORITY, help="Higher runs first (default: 0).")
-@click.option("--unique", type=Key(), help="Unique key: at most one pending task holds it.")
-@click.option("--retries", type=RETRIES, help="Retries after a failure (default: 3).")
+@click.option("--priority", type=PRIORITY, help="Higher runs first (default: the task's, else 0).")
+@click.option(
+    "--unique", type=Key(), help="Unique key: at most one pending task holds it (default: the "
+    "task's)."
+)  # fmt: skip
+@click.option(
+    "--retries", type=RETRIES, help="Retries after a failure (default: the task's, else 3)."
+)
 @click.option(
     "--file",
     "task_file",
@@ -74,8 +82,9 @@ def migrate(database_url: str) -> None:
     help="JSON lines: name, kwargs, queue, delay, priority, unique, retries.",
 )
 @click.option(
-    "--app", "app_path", default=None,
-    help="Check NAME and --kwargs against this jobq.App (module:attribute) first.",
+    "--app", "app_path", envvar="JOBQ_APP", default=None,
+    help="The jobq.App (module:attribute; env: JOBQ_APP) whose task definitions check each "
+    "name and its arguments and give its queue, priority, retries, unique and lock keys.",
 )  # fmt: skip
 @database_url_option
 def enqueue(
@@ -92,8 +101,13 @@ def enqueue(
 ) -> None:
     """Enqueue task NAME, or every line of a --file.
 
-    With --app, NAME must be one of the app's tasks and --kwargs must fit its signature;
-    the task's own definition then gives its retries and unique key.
+    With an app (--app or $JOBQ_APP), every name must be one of the app's tasks and its
+    arguments must fit the function's signature, or nothing is written; the task's
+    definition then gives its queue, priority, retries, unique and lock keys, unless an
+    option or a --file line gives them. Without an app, tasks are enqueued by name, and a
+    warning on stderr says which of the tasks' own options could not be applied. Lease,
+    backoff always come from the definition of the worker that runs the task, and so does
+    the timeout of a task enqueued without an app.
 
     Prints the new task's id; with --file, how many tasks were enqueued. The file holds
     one JSON object a line: name (required), kwargs (an object), and optionally queue,
@@ -109,52 +123,76 @@ def enqueue(
             raise click.UsageError("give a task NAME or --file, not both")
         if options or kwargs is not None:
             raise click.UsageError("with --file, options go in the file's lines")
-        _enqueue_file(task_file, database_url)
-        return
-    if name is None:
+    elif name is None:
         raise click.UsageError("give a task NAME or --file")
-    if app_path is not None:
-        if unique is not None or retries is not None:
-            raise click.UsageError("with --app, retries and unique come from the task itself")
-        _enqueue_with_app(app_path, name, kwargs, queue, delay, priority, database_url)
-        return
-    with store_for(database_url) as store:
-        click.echo(store.enqueue(name, kwargs, **options))
-
-
-def _enqueue_with_app(
-    app_path: str,
-    name: str,
-    kwargs: dict[str, Any] | None,
-    queue: str | None,
-    delay: float | None,
-    priority: int | None,
-    database_url: str,
-) -> None:
-    """Enqueue through the app, which checks the name and the arguments before writing."""
     with clear_errors():
-        app = load_app(app_path)
-        explicit = click.get_current_context().get_parameter_source("database_url")
-        if explicit is not click.core.ParameterSource.DEFAULT:
-            app.store = Store(database_url)
+        app = None if app_path is None else load_app(app_path)
+        resolve = None if app is None else functools.partial(_with_definition, app)
+        if task_file is not None:
+            lines = read_task_file(task_file, resolve)
+        else:
+            assert name is not None
+            line = TaskLine(name, kwargs or {}, tuple(options.items()))
+            lines = [line if resolve is None else resolve(line)]
+    with _store(app, database_url) as store:
+        if task_file is None:
+            click.echo(store.enqueue(lines[0].name, lines[0].kwargs, **dict(lines[0].options)))
+        else:
+            _enqueue_lines(store, lines)
+    if app is None:
+        click.echo(_not_applied(name, set(options)), err=True)
+
+
+def _with_definition(app: App, line: TaskLine) -> TaskLine:
+    """``line`` checked against its task's definition in ``app``, with the definition's
+    row options where the line gives none; UnknownTask or InvalidTaskArguments if wrong."""
+    definition = app.definition(line.name)
+    arguments = definition.check_arguments(line.kwargs)
+    options = {**definition.row_options(arguments), **dict(line.options)}
+    return TaskLine(definition.name, arguments, tuple(options.items()))
+
+
+@contextmanager
+def _store(app: App | None, database_url: str) -> Iterator[Store]:
+    """The Store to enqueue into: the app's own unless --database-url or $JOBQ_DATABASE_URL
+    names one; errors reported by clear_errors, then disposed."""
+    source = click.get_current_context().get_parameter_source("database_url")
+    if app is None or source is not click.core.ParameterSource.DEFAULT:
+        with store_for(database_url) as store:
+            yield store
+        return
+    with clear_errors():
         try:
-            task_id = app.enqueue(name, kwargs, queue=queue, delay=delay, priority=priority)
+            yield app.store
         finally:
             app.store.dispose()
-    click.echo(task_id)
 
 
-def _enqueue_file(task_file: IO[str], database_url: str) -> None:
-    """Validate every line, then enqueue them all in one transaction: all or nothing.
+def _not_applied(name: str | None, given: set[str]) -> str:
+    """The warning of an enqueue without an app: the task's own options it could not see."""
+    missing = [
+        option for option, key in [
+            ("queue", "queue"), ("priority", "priority"), ("retries", "retries"),
+            ("unique key", "unique_key"),
+        ] if key not in given
+    ]  # fmt: skip
+    whose = f"task {name!r}'s" if name is not None else "the tasks'"
+    return (
+        f"warning: no app given (--app or $JOBQ_APP), so {whose} own "
+        f"{', '.join([*missing, 'lock key'])} from its @app.task definition could not be "
+        "applied; jobq's defaults stand where the command gave none"
+    )
+
+
+def _enqueue_lines(store: Store, tasks: list[TaskLine]) -> None:
+    """Enqueue every line in one transaction: all or nothing.
 
     Consecutive lines with the same name and options share one enqueue_many call. The
     count printed is of distinct task ids: lines naming a unique key already held count
     as the one task holding it.
     """
-    with clear_errors():
-        tasks = read_task_file(task_file)
     progress = click.progressbar(length=len(tasks), label="enqueueing", file=sys.stderr)
-    with store_for(database_url) as store, progress as bar:
+    with progress as bar:
 
         def enqueue_all(conn: Connection) -> set[int]:
             bar.update(-bar.pos)  # from the start again, should a deadlock undo a first try
@@ -162,7 +200,7 @@ def _enqueue_file(task_file: IO[str], database_url: str) -> None:
             for (name, shared), group in groupby(tasks, key=lambda task: (task.name, task.options)):
                 batch = [task.kwargs for task in group]
                 options = dict(shared)
-                if "unique_key" in options:
+                if options.get("unique_key") is not None:
                     ids.update(store.enqueue(name, kw, connection=conn, **options) for kw in batch)
                 else:
                     ids.update(store.enqueue_many(name, batch, connection=conn, **options))
@@ -176,14 +214,18 @@ def _enqueue_file(task_file: IO[str], database_url: str) -> None:
 @main.command()
 @database_url_option
 def status(database_url: str) -> None:
-    """Tasks per queue and status, and the workers.
+    """Tasks per queue and status, the schedules, and the workers.
 
     For each queue: how many tasks each status holds and how long its oldest due task
-    has waited. Then every registered worker; "stale" ones have not been seen for 60s.
+    has waited (a schedule's row counts there only while a run of it is under way or
+    waiting). Then, if there are any, the schedules per queue: how many, running now,
+    disabled, no longer defined. Then every registered worker; "stale" ones have not
+    been seen for 60s.
     """
-    with store_for(database_url) as store:
+    with store_for(database_url, read_only=True) as store:
         counts = store.counts()
         oldest = store.oldest_waiting()
+        schedules = summary(store.schedules())
         workers = store.live_workers()
     if counts:
         queues = sorted({queue for queue, _ in counts})
@@ -200,6 +242,9 @@ def status(database_url: str) -> None:
     else:
         click.echo("no tasks")
     click.echo()
+    if schedules is not None:
+        click.echo(schedules)
+        click.echo()
     if workers:
         now = datetime.now(UTC)
         headers = [
@@ -211,13 +256,19 @@ def status(database_url: str) -> None:
 
 
 @main.command("list")
-@click.option("--status", "status_", type=click.Choice([s.value for s in Status]))
+@click.option(
+    "--status", "status_", type=click.Choice([s.value for s in Status]),
+    help="Only tasks in this status.",
+)  # fmt: skip
 @click.option("--queue", type=Key(), help="Only this queue.")
-@click.option("--limit", type=click.IntRange(1, 2**31 - 1), default=50, show_default=True)
+@click.option(
+    "--limit", type=click.IntRange(1, 2**31 - 1), default=50, show_default=True,
+    help="At most this many tasks, the newest first.",
+)  # fmt: skip
 @database_url_option
 def list_(status_: str | None, queue: str | None, limit: int, database_url: str) -> None:
     """The newest tasks, one a line."""
-    with store_for(database_url) as store:
+    with store_for(database_url, read_only=True) as store:
         found = store.list_tasks(status=status_, queue=queue, limit=limit)
     if not found:
         click.echo("no tasks")
@@ -235,7 +286,7 @@ def list_(status_: str | None, queue: str | None, limit: int, database_url: str)
 @database_url_option
 def show(task_id: int, database_url: str) -> None:
     """Every field of task ID."""
-    with store_for(database_url) as store:
+    with store_for(database_url, read_only=True) as store:
         task = store.get(task_id)
         if task is None:
             raise JobqError(f"no task with id {task_id}")

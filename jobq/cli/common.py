@@ -36,11 +36,17 @@ def clear_errors() -> Iterator[None]:
 
 
 @contextmanager
-def store_for(database_url: str) -> Iterator[Store]:
-    """A Store for ``database_url``, its problems reported by clear_errors, then disposed."""
+def store_for(database_url: str, *, read_only: bool = False) -> Iterator[Store]:
+    """A Store for ``database_url``, its problems reported by clear_errors, then disposed.
+
+    ``read_only`` is for commands that only read: a database that does not exist (a SQLite
+    file, which connecting would create empty) is then an error, and nothing is created.
+    """
     with clear_errors():
         store = Store(database_url)
         try:
+            if read_only:
+                store.db.require_existing()  # before anything connects
             yield store
         finally:
             store.dispose()

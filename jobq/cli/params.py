@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -10,7 +11,7 @@ import click
 
 from jobq.cli.common import PRIORITY, RETRIES
 from jobq.durations import parse_duration
-from jobq.errors import InvalidOption, InvalidTaskArguments, JobqError
+from jobq.errors import InvalidOption, JobqError
 from jobq.payload import encode_args
 from jobq.validation import check_int, check_key
 
@@ -65,6 +66,26 @@ class Key(click.ParamType):
         except InvalidOption as error:
             self.fail(str(error.context.get("reason", error)), param, ctx)
         return value
+
+
+class UnsignedInt(click.ParamType):
+    """A whole number from 0 to 2**bits - 1.
+
+    Help and errors say "0 to 2^128-1": click.IntRange would print all 39 digits.
+    """
+
+    name = "integer"
+
+    def __init__(self, bits: int) -> None:
+        self.bits = bits
+        #: The range as people read it, for help texts.
+        self.described = f"0 to 2^{bits}-1"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = click.INT.convert(value, param, ctx)
+        if not 0 <= number < 2**self.bits:
+            self.fail(f"{number} is not in the range {self.described}.", param, ctx)
+        return number
 
 
 class Duration(click.ParamType):
@@ -133,16 +154,20 @@ def _task_line(text: str) -> TaskLine:
     return TaskLine(entry["name"], kwargs, tuple(options.items()))
 
 
-def read_task_file(file: IO[str]) -> list[TaskLine]:
-    """Every task of a JSON-lines file, or JobqError naming the first bad line."""
+def read_task_file(
+    file: IO[str], resolve: Callable[[TaskLine], TaskLine] | None = None
+) -> list[TaskLine]:
+    """Every task of a JSON-lines file, each passed through ``resolve`` (which may raise
+    JobqError or ValueError), or JobqError naming the first bad line."""
     tasks: list[TaskLine] = []
     try:
         for number, text in enumerate(file, start=1):
             if not text.strip():
                 continue
             try:
-                tasks.append(_task_line(text))
-            except (ValueError, InvalidOption, InvalidTaskArguments) as error:
+                line = _task_line(text)
+                tasks.append(line if resolve is None else resolve(line))
+            except (ValueError, JobqError) as error:
                 raise JobqError(f"{file.name} line {number}: {error}") from None
     except UnicodeDecodeError as error:
         raise JobqError(f"{file.name} is not UTF-8 text: {error}") from None

@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection, Engine
 from jobq.dialects.predicates import CapturePredicates
 from jobq.dialects.room import GIGABYTE, Room
 from jobq.errors import JobqError, LockNotAcquired, RequiresPostgreSQL
+from jobq.outage import Outage
 from jobq.payload import encode_args_array
 from jobq.prepared import Prepared, RowReader
 from jobq.schema import (
@@ -100,6 +101,14 @@ class Dialect(CapturePredicates):
         """Bytes an encoded batch of enqueue_many takes, rows of ``row_bytes`` more each."""
         return room.size(batch)
 
+    def missing_file(self, engine: Engine) -> str | None:
+        """The file connecting to ``engine`` would create because it does not exist yet.
+
+        None when connecting creates nothing: a server never creates a database when a
+        client connects (SQLite, which does, says which file).
+        """
+        return None
+
     def raw_connections_ok(self, engine: Engine) -> bool:
         """Whether driver connections may be detached from ``engine``'s pool and reused."""
         return True
@@ -141,17 +150,18 @@ class Dialect(CapturePredicates):
 
     # --- writes ---------------------------------------------------------------------
 
-    def capture_values(self, *, row_lease: bool, now: sa.ColumnElement[Any]) -> dict[str, Any]:
+    def capture_values(
+        self, *, named_leases: int | None, now: sa.ColumnElement[Any]
+    ) -> dict[str, Any]:
         """The SET clause of a capture: new attempt, owner, lease; a retry costs one retry.
 
-        Parameters: ``worker_id``, and ``lease_seconds`` unless ``row_lease`` (each row's own).
+        Parameters: ``worker_id``, and the leases (see lease_of).
         """
-        lease_seconds = c.lease if row_lease else sa.bindparam("lease_seconds", type_=sa.Float)
         return {
             "status": Status.IN_PROGRESS.value,
             "attempt": c.attempt + 1,
             "locked_by": sa.bindparam("worker_id", type_=sa.String),
-            "locked_until": self.now_plus(lease_seconds),
+            "locked_until": self.now_plus(lease_of(named_leases)),
             "started_at": now,
             "finished_at": None,
             # A failed row, or a running row whose lease expired, spends a retry.
@@ -299,12 +309,12 @@ class Dialect(CapturePredicates):
         ).scalar()
 
     def capture_statement(
-        self, queue_count: int | None, row_lease: bool, unlimited_only: bool = True
+        self, queue_count: int | None, named_leases: int | None, unlimited_only: bool = True
     ) -> sa.Executable:
         """The one statement that captures and returns every column of the captured rows.
 
-        Parameters: ``limit``, ``worker_id``, ``queue_0``... (see queue_filter), and
-        ``lease_seconds`` unless ``row_lease``. It leaves limited queues alone unless
+        Parameters: ``limit``, ``worker_id``, ``queue_0``... (see queue_filter), and the
+        leases' (see lease_of). It leaves limited queues alone unless
         ``unlimited_only`` is False.
         """
         raise NotImplementedError
@@ -316,7 +326,7 @@ class Dialect(CapturePredicates):
         self,
         conn: Connection,
         queue_count: int | None,
-        row_lease: bool,
+        named_leases: int | None,
         unlimited_only: bool,
         params: dict[str, Any],
     ) -> Sequence[Sequence[Any]]:
@@ -326,7 +336,7 @@ class Dialect(CapturePredicates):
         raise NotImplementedError
 
     def complete_and_capture_statement(
-        self, record: sa.Update, queue_count: int | None, row_lease: bool
+        self, record: sa.Update, queue_count: int | None, named_leases: int | None
     ) -> sa.Executable | None:
         """``record`` (run_end.record_statement) and a capture as one statement, or None.
 
@@ -347,12 +357,18 @@ class Dialect(CapturePredicates):
     # --- wake-up --------------------------------------------------------------------
 
     def listen(
-        self, engine: Engine, on_enqueued: Callable[[set[str] | None], None], stop: Any
+        self,
+        engine: Engine,
+        on_enqueued: Callable[[set[str] | None], None],
+        stop: Any,
+        outage: Outage | None = None,
     ) -> bool:
         """Call ``on_enqueued(queues)`` whenever tasks are enqueued, until ``stop`` is set.
 
         ``queues`` names the queues that got tasks, or is None when unknown (after a
-        reconnect, say). Returns False where the database cannot notify: workers poll.
+        reconnect, say). While the database cannot be reached, ``outage`` (else one of the
+        listener's own) hears of it. Returns False where the database cannot notify:
+        workers poll.
         """
         return False
 
@@ -420,6 +436,32 @@ class Dialect(CapturePredicates):
         """SQL taking a session-level lock that serialises jobq's migrations, waiting up
         to ``%(wait)s`` seconds (one row: 1 when taken), and SQL releasing it."""
         raise NotImplementedError
+
+
+def lease_of(named_leases: int | None) -> sa.ColumnElement[Any]:
+    """The lease seconds a capture gives each row.
+
+    With ``named_leases`` None, parameter ``lease_seconds`` for every row (the worker's
+    --lease). Otherwise the row's own lease, and for a row that set none, the lease of its
+    task's definition: parameters ``lease_name_<i>``/``lease_value_<i>`` for the first
+    ``named_leases`` names, ``lease_default`` for the rest (see jobq.tasks.Leases).
+    """
+    if named_leases is None:
+        return sa.bindparam("lease_seconds", type_=sa.Float)
+    default = sa.bindparam("lease_default", type_=sa.Float)
+    by_name = default
+    if named_leases:
+        by_name = sa.case(
+            *(
+                (
+                    c.name == sa.bindparam(f"lease_name_{i}", type_=sa.String),
+                    sa.bindparam(f"lease_value_{i}", type_=sa.Float),
+                )
+                for i in range(named_leases)
+            ),
+            else_=default,
+        )
+    return sa.func.coalesce(c.lease, by_name, type_=sa.Float)
 
 
 @contextmanager

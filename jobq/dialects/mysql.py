@@ -268,7 +268,7 @@ class MySQLDialect(Dialect):
         self,
         conn: Connection,
         queue_count: int | None,
-        row_lease: bool,
+        named_leases: int | None,
         unlimited_only: bool,
         params: dict[str, Any],
     ) -> Sequence[Sequence[Any]]:
@@ -288,11 +288,11 @@ class MySQLDialect(Dialect):
         picked = {f"picked_{i}": ids[min(i, len(ids) - 1)] for i in range(width)}
         take = self._prepared(
             conn,
-            ("capture take", row_lease, unlimited_only, width),
+            ("capture take", named_leases, unlimited_only, width),
             lambda: _ordered_update(
                 sa.update(tasks).where(c.id.in_(_picked(width))),
                 self.capture_values(
-                    row_lease=row_lease, now=self.now() if unlimited_only else self.clock()
+                    named_leases=named_leases, now=self.now() if unlimited_only else self.clock()
                 ),
             ),
         )

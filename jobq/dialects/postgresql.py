@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -19,7 +20,8 @@ from jobq.dialects.base import (
     Dialect,
     release_session_lock,
 )
-from jobq.errors import LockNotAcquired
+from jobq.errors import LockNotAcquired, first_line
+from jobq.outage import Outage
 from jobq.prepared import RowReader
 from jobq.schema import LOCK_KEY_HELD, tasks
 
@@ -100,14 +102,14 @@ class PostgresDialect(Dialect):
         return sa.cast(text, pg.JSON)
 
     def capture_statement(
-        self, queue_count: int | None, row_lease: bool, unlimited_only: bool = True
+        self, queue_count: int | None, named_leases: int | None, unlimited_only: bool = True
     ) -> sa.Executable:
-        return self._capture_update(queue_count, row_lease, unlimited_only).returning(*tasks.c)
+        return self._capture_update(queue_count, named_leases, unlimited_only).returning(*tasks.c)
 
     def _capture_update(
         self,
         queue_count: int | None,
-        row_lease: bool,
+        named_leases: int | None,
         unlimited_only: bool,
         skip: sa.ColumnElement[bool] | None = None,
     ) -> sa.Update:
@@ -130,18 +132,18 @@ class PostgresDialect(Dialect):
         return (
             sa.update(tasks)
             .where(c.id == sa.any_(picked_ids))
-            .values(**self.capture_values(row_lease=row_lease, now=started))
+            .values(**self.capture_values(named_leases=named_leases, now=started))
         )
 
     def complete_and_capture_statement(
-        self, record: sa.Update, queue_count: int | None, row_lease: bool
+        self, record: sa.Update, queue_count: int | None, named_leases: int | None
     ) -> sa.Executable:
         # Both writes in one statement: one round trip and one commit per worker turn.
         recorded = record.returning(c.id).cte("recorded")
         # A run recorded here may also look capturable (its lease expired, unrescued);
         # one statement must not update a row twice, so the capture leaves it alone.
         skip = c.id.in_(sa.select(recorded.c.id))
-        captured = self._capture_update(queue_count, row_lease, True, skip)
+        captured = self._capture_update(queue_count, named_leases, True, skip)
         captured_rows = captured.returning(*tasks.c).cte("captured")
         applied = sa.select(sa.func.count()).select_from(recorded).scalar_subquery()
         one = sa.select(sa.literal(1).label("one")).subquery("one")
@@ -150,10 +152,14 @@ class PostgresDialect(Dialect):
         )
 
     def listen(
-        self, engine: Engine, on_enqueued: Callable[[set[str] | None], None], stop: Any
+        self,
+        engine: Engine,
+        on_enqueued: Callable[[set[str] | None], None],
+        stop: Any,
+        outage: Outage | None = None,
     ) -> bool:
         thread = threading.Thread(
-            target=_listen_until_stopped, args=(engine.url, on_enqueued, stop),
+            target=_listen_until_stopped, args=(engine.url, on_enqueued, stop, outage or Outage()),
             name="jobq-listen", daemon=True,
         )  # fmt: skip
         thread.start()
@@ -213,22 +219,40 @@ CHANNEL = "jobq_tasks"
 
 
 def _listen_until_stopped(
-    url: sa.URL, on_enqueued: Callable[[set[str] | None], None], stop: threading.Event
+    url: sa.URL,
+    on_enqueued: Callable[[set[str] | None], None],
+    stop: threading.Event,
+    outage: Outage,
 ) -> None:
-    """LISTEN on its own connection, reconnecting by itself (after a restart, say)."""
+    """LISTEN on its own connection until ``stop`` is set, reconnecting by itself.
+
+    A lost connection (a killed session, a restart) is made again at once and logged in
+    one line. While no connection can be made, ``outage`` hears of it (it logs the start
+    and the end of the outage, once each) and tries again after growing pauses.
+    """
     conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
-    delay = 0.5
-    while not stop.is_set():
+    pause = 0.0
+    lost: psycopg.Error | None = None  # what ended the last connection, not yet logged
+    while not stop.wait(pause):
+        began = time.monotonic()
+        listening = False
         try:
             with psycopg.connect(conninfo, autocommit=True) as conn:
                 conn.execute(f"LISTEN {CHANNEL}")
-                delay = 0.5
+                listening, pause = True, 0.0
+                outage.reached()
+                if lost is not None:
+                    log.warning("LISTEN connection lost (%s); listening again", first_line(lost))
+                    lost = None
                 # Tasks may have arrived while we were not listening: look once.
                 on_enqueued(None)
                 while not stop.is_set():
                     for notification in conn.notifies(timeout=1.0):
                         on_enqueued({q for q in notification.payload.split(",") if q})
         except psycopg.Error as error:
-            log.warning("LISTEN connection lost (%s); reconnecting in %.1f s", error, delay)
-            stop.wait(delay)
-            delay = min(delay * 2, 10.0)
+            if listening:
+                lost = error  # connect again at once: most often only this session ended
+            else:
+                lost = None  # the outage's own line says it all
+                outage.lost("LISTEN", error, began)
+                pause = min(max(pause * 2, 0.5), 10.0)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -28,6 +30,21 @@ def _decode_text(value: bytes) -> str:
     # A row written by hand, or by an older jobq, may hold bytes that are not UTF-8:
     # read them escaped (\\xff) rather than fail the whole statement.
     return value.decode("utf-8", "backslashreplace")
+
+
+def _database_file(filename: str, uri: bool) -> str | None:
+    """The file ``sqlite3.connect(filename, uri=uri)`` opens; None for a database in memory."""
+    # SQLite reads a filename as a URI only when asked to and when it starts with file:
+    # (https://sqlite.org/uri.html); its path is percent-encoded and its query may put the
+    # database in memory.
+    if uri and filename.startswith("file:"):
+        parts = urlsplit(filename)
+        query = parse_qs(parts.query)
+        if "memory" in query.get("mode", []) or "memdb" in query.get("vfs", []):
+            return None
+        filename = unquote(parts.path)
+    # "" is a private temporary database, which SQLite deletes when it is closed.
+    return None if filename in ("", ":memory:") else filename
 
 
 def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -65,6 +82,15 @@ class SQLiteDialect(Dialect):
         if not event.contains(engine, "begin", _on_begin):
             event.listen(engine, "begin", _on_begin)
 
+    def missing_file(self, engine: Engine) -> str | None:
+        # Ask the engine's own driver dialect what it will open: it resolves relative
+        # paths, ?uri=true and the defaults exactly as its connections will.
+        args, options = engine.dialect.create_connect_args(engine.url)
+        path = _database_file(str(args[0]), bool(options.get("uri")))
+        if path is None or os.path.exists(path):
+            return None
+        return os.path.abspath(path)
+
     def raw_connections_ok(self, engine: Engine) -> bool:
         # An in-memory database lives in its one pooled connection; never take it away.
         return engine.url.database not in (None, "", ":memory:")
@@ -97,7 +123,7 @@ class SQLiteDialect(Dialect):
         return sa.select(*columns).select_from(each).subquery("record")
 
     def capture_statement(
-        self, queue_count: int | None, row_lease: bool, unlimited_only: bool = True
+        self, queue_count: int | None, named_leases: int | None, unlimited_only: bool = True
     ) -> sa.Executable:
         # The engine's BEGIN IMMEDIATE already serialises writers, so one UPDATE with a
         # LIMIT subquery is atomic.
@@ -106,7 +132,7 @@ class SQLiteDialect(Dialect):
         stmt = (
             sa.update(tasks)
             .where(c.id.in_(picked))
-            .values(**self.capture_values(row_lease=row_lease, now=now))
+            .values(**self.capture_values(named_leases=named_leases, now=now))
             .returning(*tasks.c)
         )
         return stmt

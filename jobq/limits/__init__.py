@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
     from jobq.store import Store
-    from jobq.tasks import Task
+    from jobq.tasks import Leases, Task
 
 __all__ = ["Limit", "Limiter", "Rate", "parse_rate"]
 
@@ -127,7 +127,7 @@ class Limiter(Protocol):
         wanted: int,
         *,
         worker_id: str,
-        lease: float | None,
+        lease: float | Leases | None,
     ) -> list[Task]:
         """Capture at most ``wanted`` tasks from the queues of ``limited``, within their limits."""
         ...

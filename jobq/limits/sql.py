@@ -23,7 +23,7 @@ from jobq.dialects import Dialect
 from jobq.dialects.predicates import waiting
 from jobq.limits import Limit, Rate, parse_rate
 from jobq.schema import limit_starts, limits, status_is, tasks
-from jobq.tasks import Status, Task
+from jobq.tasks import Leases, Status, Task
 from jobq.validation import check_key
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ class Limits:
     # --- capture ---------------------------------------------------------------------
 
     def capture_within_limit(
-        self, queue: str, wanted: int, *, worker_id: str, lease: float | None
+        self, queue: str, wanted: int, *, worker_id: str, lease: float | Leases | None
     ) -> list[Task]:
         """Capture at most ``wanted`` tasks of ``queue`` that its stored limit allows now.
 
@@ -199,7 +199,7 @@ class Limits:
         return rate.count - started
 
     def capture_from_limited_queue(
-        self, queue: str, wanted: int, *, worker_id: str, lease: float | None
+        self, queue: str, wanted: int, *, worker_id: str, lease: float | Leases | None
     ) -> list[Task]:
         """Capture at most ``wanted`` tasks of ``queue`` whether or not it is limited.
 
@@ -218,7 +218,7 @@ class SqlLimiter:
         wanted: int,
         *,
         worker_id: str,
-        lease: float | None,
+        lease: float | Leases | None,
     ) -> list[Task]:
         """Capture from each limited queue in turn, as much as its limit leaves room for."""
         captured: list[Task] = []

@@ -40,7 +40,7 @@ from jobq.limits.tigerbeetle_ledger import (
     seconds,
     tb,
 )
-from jobq.tasks import Task
+from jobq.tasks import NO_NAMED_LEASES, Leases, Task
 
 __all__ = ["OPERATOR", "TigerBeetleLimiter", "account_id"]
 
@@ -106,7 +106,7 @@ class TigerBeetleLimiter:
         wanted: int,
         *,
         worker_id: str,
-        lease: float | None,
+        lease: float | Leases | None,
     ) -> list[Task]:
         """Take slots, then capture as many tasks as slots were granted; void the rest."""
         captured: list[Task] = []
@@ -129,7 +129,8 @@ class TigerBeetleLimiter:
                     limit = fresh
                 # Ask only for what is free: TigerBeetle keeps every refused transfer.
                 want = min(want, self._ledger.fund(limit), MAX_GRANTS)
-                grants = self._acquire(limit, want, lease or DEFAULT_SLOT_SECONDS) if want else []
+                slot_seconds = DEFAULT_SLOT_SECONDS if _per_row(lease) else float(lease)  # type: ignore[arg-type]
+                grants = self._acquire(limit, want, slot_seconds) if want else []
                 if not grants:
                     self._full_until[queue] = time.monotonic() + FULL_BACKOFF
                 if grants:
@@ -226,7 +227,7 @@ class TigerBeetleLimiter:
         return granted
 
     def _capture(
-        self, store: Any, grants: list[_Grant], worker_id: str, lease: float | None
+        self, store: Any, grants: list[_Grant], worker_id: str, lease: float | Leases | None
     ) -> list[Task]:
         """Capture one task per grant; bind each to its slot and void the grants left over."""
         try:
@@ -244,10 +245,12 @@ class TigerBeetleLimiter:
         self._void_later(i for grant in grants[len(tasks) :] for i in grant.ids())
         with suppress(TigerBeetleUnavailable):  # the tasks are captured: hand them over
             self._restart_periods([grant for grant in grants[: len(tasks)] if grant.start])
-        if lease is None:
+        if _per_row(lease):
             # Slots were asked for before the rows' own leases were known.
+            leases = lease if isinstance(lease, Leases) else NO_NAMED_LEASES
             default = seconds(DEFAULT_SLOT_SECONDS)
-            self.renew([(t.fence, t.lease) for t in tasks if seconds(t.lease) != default])
+            runs = [(t.fence, leases.of(t)) for t in tasks]
+            self.renew([run for run in runs if seconds(run[1]) != default])
         with suppress(TigerBeetleUnavailable):  # the tasks are captured: hand them over
             self._flush_voids()
         return tasks
@@ -334,3 +337,8 @@ if tb is not None:
     _VOIDED = (
         tb.CreateTransferStatus.CREATED, tb.CreateTransferStatus.PENDING_TRANSFER_ALREADY_VOIDED,
     )  # fmt: skip
+
+
+def _per_row(lease: float | Leases | None) -> bool:
+    """Whether each captured row has a lease of its own (else one ``lease`` for all)."""
+    return lease is None or isinstance(lease, Leases)

@@ -582,9 +582,7 @@ def test_enqueue_with_app_refuses_unknown_names_and_bad_arguments(cli: Cli, db_u
 
 
 @sqlite_only
-def test_enqueue_with_app_rejects_options_the_task_defines(cli: Cli, db_url: str) -> None:
-    done = cli(db_url, "enqueue", "work", *APP, "--kwargs", '{"n": 1}', "--retries", "9")
-    assert "retries and unique come from the task itself" in usage_error(done)
+def test_enqueue_with_an_app_that_does_not_load_says_why(cli: Cli, db_url: str) -> None:
     bad_app = cli(db_url, "enqueue", "work", "--app", "tests.apps.mixed:nope")
     assert failure(bad_app) == (
         "error: Cannot load the app 'tests.apps.mixed:nope': "
@@ -606,8 +604,8 @@ def test_worker_logs_one_line_per_task_start_and_end(
     if log_format == "text":
         assert any(f"task {done_id} double attempt 1 started" in x for x in lines)
         assert any(f"task {done_id} double attempt 1 done in " in x for x in lines)
-        assert any(f"WARNING jobq.task: task {failed_id} " in x and " failed in " in x
-                   for x in lines)  # fmt: skip
+        assert any(f"WARNING jobq.task: task {failed_id} sleep failed for good in " in x
+                   and " ms (attempt 1 of 1): TypeError: " in x for x in lines)  # fmt: skip
         return
     records = [json.loads(line) for line in lines]
     assert {(r["task_id"], r.get("status")) for r in records} == {
@@ -617,6 +615,7 @@ def test_worker_logs_one_line_per_task_start_and_end(
         assert record["attempt"] == 1
         assert record["task"] == ("double" if record["task_id"] == done_id else "sleep")
         assert record["logger"] == "jobq.task" and "time" in record and "message" in record
+        assert record["queue"] == "default"
     ends = {r["task_id"]: r for r in records if "status" in r}
     assert ends[done_id]["duration_ms"] >= 0 and ends[done_id]["level"] == "INFO"
     assert ends[failed_id]["level"] == "WARNING"

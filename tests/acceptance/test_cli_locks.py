@@ -18,6 +18,7 @@ import jobq
 from jobq import Status
 from jobq.locks import Lease, Mutex, TimeoutLock
 from jobq.schema import locks
+from jobq.tasks import DEFAULT_LEASE
 from tests.acceptance.test_cli import UNREACHABLE, Cli, failure, rows_of, usage_error
 
 HERE = f"{socket.gethostname()}:{os.getpid()}"
@@ -98,7 +99,7 @@ def test_list_shows_every_held_lock_and_running_tasks_keys(
         "ledger:1": ("task", "worker-7"),
     }
     assert found["held-mutex"][3] is None  # a mutex never expires
-    for name, seconds in [("lease", 60), ("period", 3600), ("ledger:1", run.lease)]:
+    for name, seconds in [("lease", 60), ("period", 3600), ("ledger:1", DEFAULT_LEASE)]:
         _, _, since, expires = found[name]
         assert expires is not None
         # Printed to the second: the spans are within a second of the one asked for.

@@ -130,3 +130,12 @@ def returns(value: str) -> object:
 @app.task(retries=0)
 async def returns_async(value: str) -> object:
     return {"set": {1, 2}, "ok": value}[value]
+
+
+@app.task(retries=1)
+def retry_after(delay: float) -> str:
+    """Asks, on its first attempt, to be retried after ``delay`` seconds; then is done."""
+    task = jobq.current_task()
+    if task is not None and task.attempt == 1:
+        raise jobq.Retry(delay=delay, reason=f"again in {delay:g} s")
+    return "done at last"

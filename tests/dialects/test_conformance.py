@@ -46,7 +46,7 @@ def test_enqueue_writes_a_queued_row_with_defaults(store: jobq.Store) -> None:
     assert task.args == {"to": "a@example.com", "n": [1, 2, {"x": None}]}
     assert task.status is Status.QUEUED
     assert (task.queue_id, task.priority, task.attempt, task.retries_left) == ("default", 0, 0, 3)
-    assert task.lease == 30 and task.timeout is None and not task.recurring
+    assert task.lease is None and task.timeout is None and not task.recurring  # the definition's
     assert task.locked_by is None and task.locked_until is None
     assert task.created_at is not None and task.created_at.tzinfo is not None
     assert task.run_at.tzinfo is not None

@@ -48,7 +48,7 @@ OPTIONS: dict[str, st.SearchStrategy[Input]] = {
     "delay": seconds_input(positive=False, optional=True),
     "retries": int_input(0, INT32[1]),
     "timeout": seconds_input(positive=True, optional=True),
-    "lease": seconds_input(positive=True),
+    "lease": seconds_input(positive=True, optional=True),
     "unique_key": st.one_of(key_input(required=False), good(st.just("held"))),
     "lock_key": key_input(required=False),
 }
@@ -96,7 +96,8 @@ def check_row(
     assert task.queue_id == given.get("queue", "default")
     assert task.priority == given.get("priority", 0)
     assert task.retries_left == given.get("retries", 3)
-    assert task.lease == float(given.get("lease", 30))
+    lease = given.get("lease")  # None: the worker's definition decides
+    assert task.lease == (None if lease is None else float(lease))
     timeout = given.get("timeout")
     assert task.timeout == (None if timeout is None else float(timeout))
     assert task.unique_key == given.get("unique_key")

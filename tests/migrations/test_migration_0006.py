@@ -35,7 +35,8 @@ def test_upgrade_from_0005_adds_the_limit_tables_and_keeps_the_tasks(empty_url: 
     store = jobq.Store(empty_url)
     at_revision(store, "0005")
     assert not LIMIT_TABLES & table_names(store)
-    ids = store.enqueue_many("t", [{"i": i} for i in range(3)], queue="emails")
+    # Until 0007 a row must hold its lease: this jobq writes NULL for "the definition's".
+    ids = store.enqueue_many("t", [{"i": i} for i in range(3)], queue="emails", lease=30)
     # This jobq's capture reads jobq_limits: a database left at 0005 says to migrate.
     with pytest.raises(jobq.SchemaNotMigrated, match="run `jobq migrate`"):
         store.capture(1, worker_id="w")
@@ -44,7 +45,7 @@ def test_upgrade_from_0005_adds_the_limit_tables_and_keeps_the_tasks(empty_url: 
 
     store.migrate()
     with store.engine.connect() as conn:
-        assert migrations.current(conn) == "0006" == migrations.head()
+        assert migrations.current(conn) == migrations.head()
     assert table_names(store) >= LIMIT_TABLES
     assert store.limits() == {}
     store.set_limit("emails", concurrency=2)
@@ -68,7 +69,7 @@ def test_downgrade_to_0005_drops_only_the_limit_tables_and_upgrade_restores_them
         migrations.downgrade(conn, "0005")
     with store.engine.connect() as conn:
         assert migrations.current(conn) == "0005"
-    assert table_names(store) == tables - LIMIT_TABLES
+    assert table_names(store) == tables - LIMIT_TABLES - {"jobq_schedule_runs"}  # 0008's
     got = store.get(running.id)
     assert got is not None and got.status == jobq.Status.IN_PROGRESS
     assert store.get(ids[1]) is not None

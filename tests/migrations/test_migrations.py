@@ -29,6 +29,20 @@ def _flatten(value: object) -> list[object]:
     return [value]
 
 
+def _sqlite_ddl(name: str, sql: str) -> str:
+    """SQLite's CREATE statement, written the same whatever rebuilt the table.
+
+    A table rebuilt by a migration (SQLite cannot alter a column in place) is renamed
+    into place, which quotes its name, and Alembic writes its named constraints in no set
+    order: the same table all the same.
+    """
+    sql = " ".join(sql.split()).replace(f'"{name}"', name)
+    if not sql.endswith(" )"):
+        return sql  # an index
+    head, *constraints = sql.removesuffix(" )").split(", CONSTRAINT ")
+    return ", CONSTRAINT ".join([head, *sorted(constraints)]) + " )"
+
+
 def jobq_ddl(conn: sa.Connection) -> dict[str, str]:
     """Every jobq table and index definition as the database reports it."""
     if conn.dialect.name == "sqlite":
@@ -36,7 +50,7 @@ def jobq_ddl(conn: sa.Connection) -> dict[str, str]:
             "SELECT name, sql FROM sqlite_master WHERE name LIKE 'jobq_%' AND sql IS NOT NULL "
             "AND name != 'jobq_alembic_version'"
         )
-        return {name: " ".join(sql.split()) for name, sql in rows}
+        return {name: _sqlite_ddl(name, sql) for name, sql in rows}
     if conn.dialect.name in ("mysql", "mariadb"):
         # The whole definition: columns (the generated ones that emulate partial indexes
         # too), indexes, CHECKs, foreign keys, engine and collation; not the next id, nor

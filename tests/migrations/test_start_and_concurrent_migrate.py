@@ -78,7 +78,7 @@ def test_a_worker_on_an_older_revision_says_to_migrate_and_exits(
     """At 0005 (no limit tables) a worker used to retry reading the limits forever."""
     store = jobq.Store(empty_url)
     at_revision(store, "0005")
-    store.enqueue("ok", {})
+    store.enqueue("ok", {}, lease=30)  # until 0007 a row must hold its lease
     store.dispose()
     line = only_error_line(run_worker(empty_url, tmp_path))
     assert "run `jobq migrate`" in line

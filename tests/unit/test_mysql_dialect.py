@@ -29,7 +29,7 @@ def set_order(update: sa.Update) -> list[str]:
 def test_capture_sets_retries_left_before_status() -> None:
     """MySQL assigns left to right: retries_left reads the status the row had, so status
     must be assigned after it (else a queued row would spend a retry on capture)."""
-    values = MySQLDialect().capture_values(row_lease=True, now=sa.func.now())
+    values = MySQLDialect().capture_values(named_leases=None, now=sa.func.now())
     order = set_order(_ordered_update(sa.update(tasks), values))
     assert order.index("retries_left") < order.index("status")
 
