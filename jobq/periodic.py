@@ -27,9 +27,17 @@ from jobq.errors import InvalidOption, UnknownSchedule
 from jobq.retry import Backoff
 from jobq.run_end import end_values, next_delay
 from jobq.schedule import Cron
+from jobq.schedule_runs import (
+    KEPT_RUNS,
+    ScheduleRun,
+    read_runs,
+    record_run,
+    run_error,
+    run_status,
+)
 from jobq.schema import schedules, status_is, tasks
 from jobq.tasks import Completion, Status, as_utc
-from jobq.validation import check_key
+from jobq.validation import INT32, check_int, check_key
 
 c = tasks.c
 s = schedules.c
@@ -245,7 +253,9 @@ class Periodic:
         Each is fenced like any end (and, with ``lease_expired``, applies only while the
         run's lease has expired). A retry (failed with retries left) or a release keeps
         the tick; any other end finishes it: the row returns to done at the next tick
-        after the database's now (or at ``run_at``), with its retries renewed.
+        after the database's now (or at ``run_at``), with its retries renewed. Each end
+        that applies adds the run to its schedule's history (jobq.schedule_runs) in the
+        same transaction; one that does not (stale) adds nothing.
         """
         expired = c.locked_until < self.dialect.now() if lease_expired else sa.true()
         ends: dict[tuple[int, int], Completion] = {}
@@ -255,8 +265,9 @@ class Periodic:
             return 0
         query = (
             sa.select(
-                c.id, c.attempt, c.retries_left, c.run_at, s.name, s.cron, s.timezone,
-                s.retries, s.enabled, s.defined, s.lock_key.label("defined_lock_key"),
+                c.id, c.attempt, c.retries_left, c.run_at, c.started_at, s.name, s.cron,
+                s.timezone, s.retries, s.enabled, s.defined,
+                s.lock_key.label("defined_lock_key"),
             )
             .select_from(tasks.outerjoin(schedules, s.task_id == c.id))
             .where(
@@ -282,12 +293,20 @@ class Periodic:
                 if conn.execute(sa.update(tasks).where(fenced).values(**values)).rowcount != 1:
                     continue
                 applied += 1
-                if row.name is not None and last_status is not None:
+                if row.name is None:
+                    continue
+                if last_status is not None:
                     conn.execute(
                         sa.update(schedules)
                         .where(s.name == row.name)
                         .values(last_status=last_status, updated_at=now)
                     )
+                record_run(
+                    conn, schedule=row.name, task_id=row.id, attempt=row.attempt,
+                    status=run_status(end.status, end.error, lease_expired=lease_expired),
+                    started_at=as_utc(row.started_at) or now, finished_at=now,
+                    error=run_error(end.status, end.error),
+                )  # fmt: skip
             return applied
 
         return self.db.write(end_each, connection, atomic=True)
@@ -307,8 +326,10 @@ class Periodic:
             return {**values, "recurring": False}, None
         active = row.enabled and row.defined
         last_status = None if end.status is Status.QUEUED else end.status.value
+        # A terminal failure (a task this worker does not know, undecodable arguments)
+        # would fail the same way on a retry: it ends the tick like the last retry.
         keeps_tick = end.status is Status.QUEUED or (
-            end.status is Status.FAILED and row.retries_left > 0
+            end.status is Status.FAILED and row.retries_left > 0 and not end.terminal
         )
         if keeps_tick and active:
             values = end_values(
@@ -364,6 +385,18 @@ class Periodic:
             )
             for row in rows
         ]  # fmt: skip
+
+    def schedule_runs(self, name: str, limit: int = KEPT_RUNS) -> list[ScheduleRun]:
+        """The last ``limit`` runs of schedule ``name`` (at most KEPT_RUNS are kept), newest
+        first: when each started and ended, how (done, failed, timed out, lease expired,
+        cancelled, released), its attempt and its error. UnknownSchedule if there is none.
+        """
+        check_key("name", name, required=True)
+        check_int("limit", limit, minimum=0, maximum=INT32[1])
+        with self.db.unit(read_only=True) as conn:
+            if conn.execute(sa.select(s.name).where(s.name == name)).first() is None:
+                raise UnknownSchedule(name=name)
+            return read_runs(conn, name, limit)
 
     def set_schedule_enabled(self, name: str, enabled: bool) -> None:
         """Resume (``enabled``) or pause schedule ``name``; a run under way finishes first."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -19,6 +20,22 @@ _ALIASES = {
     "@hourly": "0 * * * *",
 }  # fmt: skip
 
+#: Each field croniter reads, in its order, with the values it takes: five fields, a sixth
+#: (seconds, last) and a seventh (the year). Names are those of months and weekdays.
+_FIELDS = (
+    ("minute", 0, 59, ""), ("hour", 0, 23, ""), ("day", 1, 31, ""),
+    ("month", 1, 12, " or jan-dec"), ("weekday", 0, 7, " or sun-sat"), ("second", 0, 59, ""),
+    ("year", 1970, 2099, ""),
+)  # fmt: skip
+_FIELD_COUNTS = (5, 6, 7)
+_EXPECTED = (
+    "five fields (minute hour day month weekday), or six with seconds last, e.g. "
+    "'*/5 * * * *' or '* * * * * */10' (croniter reads a seventh, the year, too), or an "
+    f"alias: {', '.join(_ALIASES)}"
+)
+#: What '#' may follow in the weekday field: the nth such weekday of the month.
+_NTH_WEEKDAY = (1, 5)
+
 
 @dataclass(frozen=True)
 class Cron:
@@ -28,7 +45,7 @@ class Cron:
     croniter reads them: ``"* * * * * */10"`` is every ten seconds. Aliases such as
     ``@hourly`` work too. The timezone is an IANA name; ticks are computed in it (so
     ``0 9 * * *`` is 9 o'clock local time across daylight saving changes) and returned
-    in UTC.
+    in UTC. A bad expression raises InvalidOption saying which field is wrong and why.
     """
 
     expression: str
@@ -40,15 +57,12 @@ class Cron:
         if len(self.expression) > MAX_KEY:
             raise InvalidOption(option="cron", reason=f"longer than {MAX_KEY} characters")
         if not croniter.is_valid(self.expression):
-            raise InvalidOption(
-                option="cron",
-                reason=f"{self.expression!r} is not a valid cron expression (five fields, or "
-                "six with seconds last, e.g. '*/5 * * * *' or '* * * * * */10'; croniter "
-                "reads a seventh, the year, too)",
-            )
+            reason = f"cron expression {self.expression!r}: {problem_of(self.expression)}"
+            raise InvalidOption(option="cron", reason=reason)
         if self.next_after(datetime.now(UTC)) is None:
             raise InvalidOption(
-                option="cron", reason=f"{self.expression!r} never fires (no date matches it)"
+                option="cron",
+                reason=f"cron expression {self.expression!r} never fires (no date matches it)",
             )
 
     @property
@@ -89,3 +103,48 @@ class Cron:
 
     def __str__(self) -> str:
         return self.expression if self.timezone == "UTC" else f"{self.expression} ({self.timezone})"
+
+
+def problem_of(expression: str) -> str:
+    """What is wrong with ``expression``, which croniter refuses, naming the bad field.
+
+    For instance "minute field '61' is out of range 0-59", "it has 4 fields; expected
+    ...", or "unknown alias '@reboot' ...". Each field is tried alone among wildcards, so
+    the first that croniter refuses on its own is the one named.
+    """
+    words = expression.split()
+    if words and words[0].startswith("@"):
+        alias = words[0]
+        if alias.lower() not in _ALIASES:
+            return f"unknown alias {alias!r} (expected one of {', '.join(_ALIASES)})"
+        if len(words) > 1:
+            return f"the alias {alias!r} takes no fields after it"
+        return f"the alias {alias!r} takes no spaces around it"
+    if len(words) not in _FIELD_COUNTS:
+        return f"it has {len(words)} field{'' if len(words) == 1 else 's'}; expected {_EXPECTED}"
+    for index, field in enumerate(words):
+        alone = ["*"] * len(words)
+        alone[index] = field
+        if not croniter.is_valid(" ".join(alone)):
+            return _field_problem(index, field)
+    return f"its fields do not combine into a valid expression; expected {_EXPECTED}"
+
+
+def _field_problem(index: int, field: str) -> str:
+    """Why field number ``index`` (0: the minute) refuses ``field``."""
+    name, low, high, names = _FIELDS[index]
+    shown = f"{name} field {field!r}"
+    for part in field.split(","):
+        value, _, step = part.partition("/")
+        if step.isdecimal() and int(step) == 0:
+            return f"{shown} has a step of 0"
+        value, hash_sign, nth = value.partition("#")
+        first, last = _NTH_WEEKDAY
+        if name == "weekday" and hash_sign and nth.isdecimal() and not first <= int(nth) <= last:
+            return f"{shown}: the number after '#' (which such weekday) must be {first}-{last}"
+        if any(not low <= int(n) <= high for n in re.findall(r"[0-9]+", value)):
+            return f"{shown} is out of range {low}-{high}"
+    return (
+        f"{shown} is not valid (expected a value {low}-{high}{names}, '*', a range such as "
+        "1-5, a list such as 1,3 or a step such as */5)"
+    )

@@ -26,9 +26,10 @@ tasks = sa.Table(
     sa.Column("retries_left", sa.Integer(), nullable=False),
     # The fencing token: incremented by every capture, checked by every later write.
     sa.Column("attempt", sa.Integer(), nullable=False, server_default="0"),
-    # Seconds a capture holds the task before its lease expires.
-    sa.Column("lease", Seconds, nullable=False, server_default="30"),
-    # Seconds the task may run; NULL means no limit.
+    # Seconds a capture holds the task before its lease expires; NULL: as the worker's
+    # definition of the task says (30 s for a task it does not know).
+    sa.Column("lease", Seconds, nullable=True),
+    # Seconds the task may run; NULL: as the worker's definition says (none by default).
     sa.Column("timeout", Seconds, nullable=True),
     sa.Column("locked_by", sa.String(255), nullable=True),
     sa.Column("locked_until", Moment, nullable=True),
@@ -197,6 +198,26 @@ schedules = sa.Table(
     sa.UniqueConstraint("task_id", name="jobq_schedules_task_id_key"),
     **table_options(),
 )
+
+#: The last runs of each schedule (jobq.schedule_runs): one row per end of a run of its
+#: recurring row, written with that end; past the newest few per schedule, the oldest go.
+schedule_runs = sa.Table(
+    "jobq_schedule_runs",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    # The schedule's name; no foreign key: a schedule is never deleted, and its runs are
+    # a log, written without locking its jobq_schedules row.
+    sa.Column("schedule", sa.String(255), nullable=False),
+    sa.Column("task_id", sa.BigInteger(), nullable=False),
+    sa.Column("attempt", sa.Integer(), nullable=False),
+    # done, failed, timed out, lease expired, cancelled or released.
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("started_at", Moment, nullable=False),
+    sa.Column("finished_at", Moment, nullable=False),
+    sa.Column("error", LongText, nullable=True),
+    **table_options(),
+)
+sa.Index("jobq_schedule_runs_schedule", schedule_runs.c.schedule, schedule_runs.c.id)
 
 #: Per-queue limits (jobq.limits): at most ``concurrency`` rows of the queue in progress,
 #: at most ``rate_count`` starts in any ``rate_period`` seconds. ``generation`` is drawn

@@ -5,6 +5,7 @@ A part of Store (mixed in); it runs on the Store's database.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -13,7 +14,7 @@ from jobq.database import Database
 from jobq.dialects import Dialect
 from jobq.schema import HOLDS_UNIQUE_KEY, status_is, tasks
 from jobq.tasks import Status, Task, as_utc
-from jobq.validation import INT32, check_int, check_key
+from jobq.validation import INT32, check_int, check_key, queue_list
 
 c = tasks.c
 
@@ -142,8 +143,36 @@ class TaskAdmin:
             for queue, oldest, at_now in rows
         }
 
+    def due_later(self, queues: Sequence[str] | None = None) -> tuple[int, float | None]:
+        """How many tasks of ``queues`` (None: every queue) wait for a later time, queued or
+        failed with retries left, and in how many seconds the first falls due (None: no
+        task waits). A schedule's row resting until its next tick is not one of them."""
+        names = queue_list(queues)
+        now = self.dialect.now()
+        stmt = sa.select(sa.func.count(), sa.func.min(c.run_at), now).where(
+            sa.or_(status_is(Status.QUEUED), sa.and_(status_is(Status.FAILED), c.retries_left > 0)),
+            c.run_at > now,
+        )
+        if names is not None:
+            stmt = stmt.where(c.queue_id.in_(names))
+        with self.db.unit(read_only=True) as conn:
+            count, first, at_now = conn.execute(stmt).one()
+        if not count:
+            return 0, None
+        return count, max((as_utc(first) - as_utc(at_now)).total_seconds(), 0.0)  # type: ignore[operator]
+
     def counts(self) -> dict[tuple[str, Status], int]:
-        """How many tasks each (queue, status) holds."""
-        stmt = sa.select(c.queue_id, c.status, sa.func.count()).group_by(c.queue_id, c.status)
+        """How many tasks each (queue, status) holds.
+
+        A schedule's recurring row counts only while one of its runs is under way or
+        waiting (in_progress, queued, failed): resting between ticks (done) or paused
+        (cancelled, `jobq cron disable`) it is a schedule, not a task; see schedules().
+        """
+        resting = sa.and_(c.recurring, c.status.in_([Status.DONE.value, Status.CANCELLED.value]))
+        stmt = (
+            sa.select(c.queue_id, c.status, sa.func.count())
+            .where(sa.not_(resting))
+            .group_by(c.queue_id, c.status)
+        )
         with self.db.unit(read_only=True) as conn:
             return {(q, Status(s)): n for q, s, n in conn.execute(stmt)}

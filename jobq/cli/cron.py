@@ -1,6 +1,9 @@
-"""`jobq cron`: list the cron schedules, run one now, disable and enable them."""
+"""`jobq cron`: list the cron schedules and their last runs, run one now, disable and
+enable them."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import click
 
@@ -8,7 +11,11 @@ from jobq.cli.common import database_url_option, store_for
 from jobq.cli.output import table, when
 from jobq.cli.params import Key
 from jobq.periodic import ScheduleState
+from jobq.schedule_runs import KEPT_RUNS
 from jobq.tasks import Status
+
+#: `jobq status`'s table of schedules, one line per queue.
+SUMMARY_HEADERS = ["queue", "schedules", "running", "disabled", "no longer defined"]
 
 
 @click.group()
@@ -17,14 +24,26 @@ def cron() -> None:
 
 
 @cron.command("list")
+@click.option(
+    "--runs",
+    "runs_of",
+    metavar="NAME",
+    type=Key(),
+    help=f"Instead, the last runs of schedule NAME (up to {KEPT_RUNS}), newest first.",
+)
 @database_url_option
-def list_(database_url: str) -> None:
+def list_(runs_of: str | None, database_url: str) -> None:
     """Every schedule: name, expression, next run, last run and last status.
 
     A disabled schedule, or one no longer defined by the app of the workers serving its
-    queue, shows its state instead of a next run.
+    queue, shows its state instead of a next run. With --runs NAME, the last runs of
+    schedule NAME instead: when each started and ended, how (done, failed, timed out,
+    lease expired, cancelled, released), its attempt, and its error's main line.
     """
-    with store_for(database_url) as store:
+    if runs_of is not None:
+        _list_runs(runs_of, database_url)
+        return
+    with store_for(database_url, read_only=True) as store:
         found = store.schedules()
     if not found:
         click.echo("no schedules")
@@ -77,6 +96,47 @@ def enable(name: str, database_url: str) -> None:
             f"enabled schedule {name!r}; it runs again once the app of the workers serving "
             f"queue {state.queue!r} defines it"
         )
+
+
+def _list_runs(name: str, database_url: str) -> None:
+    with store_for(database_url, read_only=True) as store:
+        runs = store.schedule_runs(name)
+    if not runs:
+        click.echo(f"no runs of schedule {name!r} yet")
+        return
+    headers = ["started", "ended", "status", "attempt", "error"]
+    rows = [
+        [when(run.started_at), when(run.finished_at), run.status, run.attempt,
+         _printable(run.error_summary or "-")]
+        for run in runs
+    ]  # fmt: skip
+    click.echo(table(headers, rows))
+
+
+def summary(states: Sequence[ScheduleState]) -> str | None:
+    """`jobq status`'s table of ``states`` per queue (None if there are none): how many
+    schedules, how many running now, disabled, and no longer defined by the app."""
+    if not states:
+        return None
+    rows = []
+    for queue in sorted({state.queue for state in states}):
+        of_queue = [state for state in states if state.queue == queue]
+        rows.append(
+            [
+                queue,
+                len(of_queue),
+                sum(state.status is Status.IN_PROGRESS for state in of_queue),
+                sum(not state.enabled for state in of_queue),
+                # A schedule both disabled and undefined counts as disabled, as list shows it.
+                sum(state.enabled and not state.defined for state in of_queue),
+            ]
+        )
+    return table(SUMMARY_HEADERS, rows)
+
+
+def _printable(text: str) -> str:
+    # A terminal cannot print lone surrogates (undecodable bytes in a str): escape them.
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _expression(state: ScheduleState) -> str:

@@ -4,6 +4,7 @@
   $JOBQ_TEST_CRON_HANG set, a run hangs after recording its start (to be killed).
 - ``v1`` / ``v2``: schedule ``report`` hourly, then at another minute with other kwargs.
 - ``none``: no schedules.
+- ``bad``: a schedule whose expression has a bad sixth field (seconds, last).
 
 Its database URL comes from $JOBQ_DATABASE_URL, as a deployed worker's would.
 """
@@ -69,3 +70,5 @@ elif VARIANT == "v1":
     app.periodic(cron="0 * * * *", kwargs={"kind": "hourly"})(report)
 elif VARIANT == "v2":
     app.periodic(cron="30 * * * *", timezone="Europe/Paris", kwargs={"kind": "half past"})(report)
+elif VARIANT == "bad":
+    app.periodic(cron="* * * * * 61")(tick)

@@ -41,6 +41,56 @@ def test_a_bad_expression_is_refused_naming_cron(expression: str) -> None:
     assert caught.value.context["option"] == "cron"
 
 
+#: Fields of five-field expressions, of six with seconds last, of croniter's seventh (the
+#: year), and aliases: each bad expression with what its error must say after its quote.
+BAD_FIELDS = [
+    ("61 * * * *", "minute field '61' is out of range 0-59"),
+    ("1-61 * * * *", "minute field '1-61' is out of range 0-59"),
+    ("5,60-70/2 * * * *", "minute field '5,60-70/2' is out of range 0-59"),
+    ("* 24 * * *", "hour field '24' is out of range 0-23"),
+    ("* * 0 * *", "day field '0' is out of range 1-31"),
+    ("* * 32W * *", "day field '32W' is out of range 1-31"),
+    ("* * * 13 *", "month field '13' is out of range 1-12"),
+    ("* * * * 8", "weekday field '8' is out of range 0-7"),
+    ("* * * * 1#6", "weekday field '1#6': the number after '#' (which such weekday) must be 1-5"),
+    ("*/0 * * * *", "minute field '*/0' has a step of 0"),
+    ("* 1-5/0 * * *", "hour field '1-5/0' has a step of 0"),
+    ("* * * * * 60", "second field '60' is out of range 0-59"),
+    ("0 * * * * */0", "second field '*/0' has a step of 0"),
+    ("61 * * * * 30", "minute field '61' is out of range 0-59"),  # seconds last, not first
+    ("* * * * * * 2200", "year field '2200' is out of range 1970-2099"),
+    ("x * * * *", "minute field 'x' is not valid (expected a value 0-59, '*', a range such as "
+                  "1-5, a list such as 1,3 or a step such as */5)"),
+    ("* * * foo *", "month field 'foo' is not valid (expected a value 1-12 or jan-dec, '*', a "
+                    "range such as 1-5, a list such as 1,3 or a step such as */5)"),
+    ("* * * * funday", "weekday field 'funday' is not valid (expected a value 0-7 or sun-sat, "
+                       "'*', a range such as 1-5, a list such as 1,3 or a step such as */5)"),
+    ("1,,2 * * * *", "minute field '1,,2' is not valid"),
+    ("@reboot", "unknown alias '@reboot' (expected one of @yearly, @annually, @monthly, "
+                "@weekly, @daily, @midnight, @hourly)"),
+    ("@hourly 30", "the alias '@hourly' takes no fields after it"),
+    ("* * * *", "it has 4 fields; expected five fields (minute hour day month weekday), or "
+                "six with seconds last"),
+    ("not a cron", "it has 3 fields; expected five fields"),
+    ("* * * * * * * *", "it has 8 fields; expected"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("expression", "says"), BAD_FIELDS, ids=[e for e, _ in BAD_FIELDS])
+def test_the_error_of_a_bad_expression_names_the_bad_field(expression: str, says: str) -> None:
+    with pytest.raises(jobq.InvalidOption) as caught:
+        Cron(expression)
+    assert caught.value.context["option"] == "cron"
+    message = str(caught.value)
+    assert message.startswith(f"Option 'cron' is invalid: cron expression {expression!r}: ")
+    assert message.split(f"{expression!r}: ", 1)[1].startswith(says), message
+
+
+def test_the_error_names_the_first_bad_field_of_several() -> None:
+    with pytest.raises(jobq.InvalidOption, match="'61 24 \\* \\* \\*': minute field '61'"):
+        Cron("61 24 * * *")
+
+
 @pytest.mark.parametrize("expression", [None, 5, ["*"] * 5])
 def test_an_expression_that_is_not_a_string_is_refused_naming_cron(expression: Any) -> None:
     with pytest.raises(jobq.InvalidOption) as caught:
@@ -287,6 +337,18 @@ def test_a_bad_cron_or_timezone_fails_at_decoration(
     assert caught.value.context["option"] == option
     assert app.schedules == {}
     assert "tick" not in app.registry
+
+
+def test_a_bad_field_is_named_at_decoration(app: jobq.App) -> None:
+    with pytest.raises(jobq.InvalidOption) as caught:
+
+        @app.periodic(cron="0 * * * * 75")  # seconds last: 75 is the sixth field's
+        def tick() -> None: ...
+
+    assert str(caught.value) == (
+        "Option 'cron' is invalid: cron expression '0 * * * * 75': second field '75' is out "
+        "of range 0-59"
+    )
 
 
 @pytest.mark.parametrize(
