@@ -23,6 +23,7 @@ from jobq.dialects import Dialect, dialect_named, supported
 from jobq.dialects.base import READ_ONLY
 from jobq.dialects.room import Room
 from jobq.errors import (
+    DatabaseNotFound,
     DatabaseUnavailable,
     InvalidDatabaseURL,
     PayloadTooLarge,
@@ -103,6 +104,17 @@ class Database:
             _close_quietly(self._idle.pop()[0])
         self.engine.dispose()
 
+    def require_existing(self) -> None:
+        """Return if connecting will open a database that exists; else raise DatabaseNotFound.
+
+        Connecting to a SQLite file that does not exist creates it, empty; what only reads
+        calls this before its first connection, so that a mistyped path leaves nothing
+        behind. A server's database is never created by connecting: this always returns.
+        """
+        missing = self.dialect.missing_file(self.engine)
+        if missing is not None:
+            raise DatabaseNotFound(path=missing)
+
     def room(self) -> Room:
         """How many bytes one statement's parameters may take on this database."""
         try:
@@ -177,6 +189,9 @@ class Database:
             lost = self.engine.dialect.is_disconnect(error, raw, cursor)
             if lost:
                 _close_quietly(raw)
+                # The server, or the way to it, went away: the idle connections most likely
+                # went with it, and each would fail one more call once it is back.
+                self._close_idle()
             else:
                 _rollback_quietly(raw)
                 self._idle.append((raw, time.monotonic()))
@@ -240,6 +255,15 @@ class Database:
 
     def _forget_idle_connections(self) -> None:
         self._idle = []
+
+    def _close_idle(self) -> None:
+        """Close the idle driver connections (other threads may take some meanwhile)."""
+        while True:
+            try:
+                raw, _ = self._idle.pop()
+            except IndexError:
+                return
+            _close_quietly(raw)
 
     def _raw_connection(self) -> Any:
         """A driver connection of our own: an idle one (pinged first if it has been idle

@@ -1,20 +1,37 @@
-"""Worker logging: plain text lines or JSON lines, one per event.
+"""Worker logging: plain text lines or JSON lines, one per event, and their wording.
 
-Task lines carry their fields (task_id, task, attempt, status, duration_ms, error) as
-``extra`` attributes of the record; the JSON format writes them as keys of their own, so
-log pipelines need not parse the message.
+Task lines carry their fields (task_id, task, queue, attempt, status, ...) as ``extra``
+attributes of the record; the JSON format writes them as keys of their own, so log
+pipelines need not parse the message.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
+
+from jobq.durations import format_duration
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
-#: The extra attributes that JSON lines copy from a record when it has them.
-FIELDS = ("task_id", "task", "attempt", "status", "duration_ms", "error")
+#: The extra attributes that JSON lines copy from a record when it has them. A failed
+#: run's end has ``max_attempts`` and ``final``, and unless final ``retry_in`` (seconds)
+#: and ``retry_at`` (UTC); the worker's "stopped" line has ``worker_id`` and ``counts``.
+FIELDS = (
+    "task_id", "task", "queue", "attempt", "status", "duration_ms", "error",
+    "max_attempts", "final", "retry_in", "retry_at", "worker_id", "counts",
+)  # fmt: skip
+#: How the "stopped" line names a worker's counts (Worker.stats), in this order; any
+#: other count is named by its key.
+_COUNTS = {
+    "done": "done", "failed": "failed", "cancelled": "cancelled",
+    "released": "released to the queue", "timed_out": "timed out",
+    "lost": "lost their leases", "stale": "recorded too late (stale)",
+    "unrecorded": "left unrecorded", "rescued": "rescued after their leases expired",
+}  # fmt: skip
 
 
 class JsonFormatter(logging.Formatter):
@@ -47,3 +64,31 @@ def configure(level: str, log_format: str) -> None:
     # A worker only reads the schema's revision; Alembic announces its plugins at INFO
     # when it is imported for that, which is noise in a worker's log.
     logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+def seconds(delay: float) -> str:
+    """A delay for people: ``8.0s`` under a minute, else ``2m 5s``, ``3h``, ``1d 4h``."""
+    return f"{delay:.1f}s" if delay < 60 else format_duration(delay)
+
+
+def in_and_at(delay: float, now: float | None = None) -> str:
+    """``in 8.0s at 10:32:05``: a delay from ``now`` (time.time()), and the local time it
+    ends at, as the text log's timestamps show time (with the date if not today)."""
+    start = time.time() if now is None else now
+    at = datetime.fromtimestamp(start + delay)
+    today = datetime.fromtimestamp(start).date()
+    shown = at.strftime("%H:%M:%S" if at.date() == today else "%Y-%m-%d %H:%M:%S")
+    return f"in {seconds(delay)} at {shown}"
+
+
+def stopped_summary(counts: Mapping[str, int]) -> str:
+    """A worker's counts as a sentence: ``captured 10 tasks (8 done, 2 failed)``."""
+    captured = counts.get("captured", 0)
+    parts = [f"{counts[key]} {name}" for key, name in _COUNTS.items() if counts.get(key)]
+    parts += [
+        f"{key.replace('_', ' ')}: {n}"
+        for key, n in sorted(counts.items())
+        if n and key != "captured" and key not in _COUNTS
+    ]
+    text = f"captured {captured} task{'' if captured == 1 else 's'}"
+    return f"{text} ({', '.join(parts)})" if parts else text

@@ -20,14 +20,19 @@ from collections.abc import Sequence
 
 from jobq import executor, locks, stop_signals
 from jobq.app import App
-from jobq.errors import JobqError, first_line
+from jobq.durations import format_duration
+from jobq.errors import DatabaseUnavailable, JobqError, first_line
 from jobq.executor import Outcome
 from jobq.limits import Limiter
 from jobq.limits.sql import SQL_LIMITER
+from jobq.logs import in_and_at, stopped_summary
+from jobq.outage import Outage
 from jobq.overruns import Overruns
+from jobq.registry import TaskDefinition
 from jobq.runner import Run, Runner
-from jobq.tasks import Completion, Status, Task
+from jobq.tasks import DEFAULT_LEASE, Completion, Leases, Status, Task
 from jobq.validation import check_int, check_key, check_seconds, queue_list
+from jobq.worker_registry import FORGET_AFTER
 
 log = logging.getLogger("jobq.worker")
 
@@ -53,6 +58,7 @@ class Worker:
         grace: float = 30.0,
         poll_interval: float = 0.5,
         burst: bool = False,
+        burst_wait: float = 5.0,
         worker_id: str | None = None,
         rescue_interval: float = 5.0,
         limiter: Limiter | None = None,
@@ -63,6 +69,7 @@ class Worker:
         check_seconds("grace", grace)
         check_seconds("poll_interval", poll_interval, positive=True)
         check_seconds("rescue_interval", rescue_interval, positive=True)
+        check_seconds("burst_wait", burst_wait)
         if lease is not None:
             check_seconds("lease", lease, positive=True)
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -72,9 +79,21 @@ class Worker:
         self.queues = queue_list(queues)
         self.concurrency = concurrency
         self.lease = lease
+        #: The lease of each captured row: ``lease`` for all if given, else the row's own,
+        #: else its task's definition's.
+        self.leases = Leases(
+            tuple((d.name, d.lease) for d in app.registry if d.lease != DEFAULT_LEASE)
+        )
+        # Definitions with the timeouts runs were given at enqueue, by (name, timeout).
+        self._definitions: dict[tuple[str, float | None], TaskDefinition | None] = {}
         self.grace = grace
         self.poll_interval = poll_interval
         self.burst = burst
+        #: In burst mode, the worker exits only once no task of its queues falls due
+        #: within this many seconds (a retry due a moment later is run first).
+        self.burst_wait = burst_wait
+        # time.monotonic() until which burst mode waits for a task that falls due then.
+        self._burst_next_due = 0.0
         self.rescue_interval = rescue_interval
         #: Runs past their timeouts; the worker stops (exit_code 3) once ``max_stuck`` are
         #: ``stuck_after`` seconds past them.
@@ -84,6 +103,8 @@ class Worker:
         self.exit_code = 0
         #: Enforces the queues' limits: the database itself unless given another.
         self.limiter: Limiter = limiter or SQL_LIMITER
+        #: Whether the database is unreachable; logs an outage's start and end, once each.
+        self.outage = Outage()
         #: Counts of what happened: done, failed, released, stale, lost, timed_out, ...
         self.stats: Counter[str] = Counter()
         self._runs: dict[Fence, Run] = {}
@@ -103,7 +124,8 @@ class Worker:
     # --- lifecycle --------------------------------------------------------------------
 
     def run(self) -> None:
-        """Work until stopped (a signal, stop(), or in burst mode an empty queue)."""
+        """Work until stopped: a signal, stop(), or in burst mode nothing due within
+        ``burst_wait`` seconds."""
         self.store.check_schema()
         # SimpleQueue.put is safe in a signal handler: it wakes the loop wherever it waits.
         stop_signals.install(self.stop, lambda: self._finished.put(None), self._stopped, self.grace)
@@ -116,7 +138,7 @@ class Worker:
             "worker %s started: queues %s, concurrency %d",
             self.worker_id, ",".join(self.queues) if self.queues else "all", self.concurrency,
         )  # fmt: skip
-        if self.store.listen(self._on_enqueued, self._stop_listening):
+        if self.store.listen(self._on_enqueued, self._stop_listening, self.outage):
             log.info("woken by the database on enqueue; polling every %gs too", self.poll_interval)
         try:
             self._work()
@@ -128,7 +150,10 @@ class Worker:
                 self.store.unregister_worker(self.worker_id)
             except JobqError as error:
                 log.warning("could not unregister worker %s: %s", self.worker_id, error)
-            log.info("worker %s stopped: %s", self.worker_id, dict(self.stats))
+            log.info(
+                "worker %s stopped: %s", self.worker_id, stopped_summary(self.stats),
+                extra={"worker_id": self.worker_id, "counts": +self.stats},  # + drops zeros
+            )  # fmt: skip
             self._stopped.set()
 
     def _close_limiter(self) -> None:
@@ -179,6 +204,7 @@ class Worker:
             if now >= next_rescue:
                 self._rescue()
                 self._purge_leases()  # one indexed DELETE; expired leases are upkeep too
+                self._forget_workers()  # a DELETE on a table of a few rows
                 next_rescue = now + self.rescue_interval
             if self._stopping.is_set():
                 self._record()
@@ -209,11 +235,11 @@ class Worker:
             if captured:
                 # The new leases run from now: renew them in time even if the last
                 # heartbeat, taken while idle, planned the next one 10 s away.
-                shortest = min(self.lease or task.lease for task in captured)
+                shortest = min(self._lease_of(task) for task in captured)
                 next_heartbeat = min(next_heartbeat, time.monotonic() + shortest / 3)
             idle = not captured and not self._runs and not self._unrecorded
             done = idle and not recorded_failures and not self._capture_again
-            if self.burst and done and not self._held_back():
+            if self.burst and done and not self._held_back() and self._burst_over():
                 return
             if captured and len(captured) == free:
                 continue  # every slot filled; more may be waiting
@@ -230,8 +256,33 @@ class Worker:
         try:
             return self.store.limited_waiting(self.queues)
         except JobqError as error:
-            log.error("could not look at the limited queues, will retry: %s", error)
+            self._failed("looking at the limited queues", error)
             return True
+
+    def _burst_over(self) -> bool:
+        """With nothing due now in burst mode: whether to exit, because no task of our
+        queues falls due within ``burst_wait`` s (if one does, the loop waits for it).
+        Logs what is left and when the next falls due."""
+        now = time.monotonic()
+        if now < self._burst_next_due:
+            return False  # the task that falls due then is not due yet
+        try:
+            left, next_in = self.store.due_later(self.queues)
+        except JobqError as error:
+            self._failed("looking for tasks due later", error)
+            return False
+        self.outage.reached()
+        if next_in is not None and next_in <= self.burst_wait:
+            self._burst_next_due = now + next_in
+            return False
+        if next_in is None:
+            log.info("burst over: nothing left to run")
+        else:
+            log.info(
+                "burst over: nothing due within %g s; %d task(s) left, the next due %s",
+                self.burst_wait, left, in_and_at(next_in),
+            )  # fmt: skip
+        return True
 
     def _capture(self, free: int) -> list[Task]:
         """Record the finished runs and capture up to ``free`` tasks, in one transaction
@@ -239,7 +290,7 @@ class Worker:
         try:
             limited = bool(self.store.limited_queues(self.queues))
         except JobqError as error:
-            log.error("reading the queues' limits failed, will retry: %s", error)
+            self._failed("reading the queues' limits", error)
             time.sleep(self.poll_interval)
             return []
         if limited:
@@ -248,11 +299,11 @@ class Worker:
         frees_lock_key, self._frees_lock_key = self._frees_lock_key, False
         try:
             applied, captured = self.store.complete_and_capture(
-                batch, free, queues=self.queues, worker_id=self.worker_id, lease=self.lease,
-                limiter=self.limiter,
+                batch, free, queues=self.queues, worker_id=self.worker_id,
+                lease=self.lease or self.leases, limiter=self.limiter,
             )  # fmt: skip
         except JobqError as error:
-            log.error("capture failed, will retry: %s", error)
+            self._failed("capture", error)
             self._unrecorded = batch + self._unrecorded
             self._frees_lock_key |= frees_lock_key
             time.sleep(self.poll_interval)
@@ -264,6 +315,7 @@ class Worker:
             self._record()  # records each end on its own when the batch is refused
             time.sleep(self.poll_interval)
             return []
+        self.outage.reached()
         # Capture may share a statement (one snapshot) with the ends it records.
         self._capture_again = frees_lock_key and len(captured) < free
         self._recorded(batch, applied)
@@ -275,7 +327,7 @@ class Worker:
         """Hand the captured tasks to the runner; fail those this worker does not know."""
         runnable = []
         for task in tasks:
-            run = Run.of(task, self.app.registry.get(task.name))
+            run = Run.of(task, self._definition(task))
             self._runs[task.fence] = run
             if run.definition is None:
                 log.error("task %d: %r is not registered in this worker", task.id, task.name)
@@ -286,6 +338,18 @@ class Worker:
             else:
                 runnable.append(run)
         self._runner.start(runnable)
+
+    def _definition(self, task: Task) -> TaskDefinition | None:
+        """The registered definition of ``task``, with the timeout the row was given."""
+        key = (task.name, task.timeout)
+        if key not in self._definitions:
+            definition = self.app.registry.get(task.name)
+            self._definitions[key] = definition and definition.with_timeout(task.timeout)
+        return self._definitions[key]
+
+    def _lease_of(self, task: Task) -> float:
+        """The lease seconds ``task`` holds: the worker's --lease, else its own."""
+        return self.lease or self.leases.of(task)
 
     def _finish(self, run: Run, outcome: Outcome) -> None:
         """From any thread: ``run``'s code is done; the loop records ``outcome``."""
@@ -333,7 +397,7 @@ class Worker:
         try:
             applied = self.store.set_statuses(batch)
         except JobqError as error:
-            log.error("recording %d outcome(s) failed, will retry: %s", len(batch), error)
+            self._failed(f"recording {len(batch)} outcome(s)", error)
             self._unrecorded = batch + self._unrecorded
             self._frees_lock_key |= frees_lock_key
             time.sleep(min(self.poll_interval, 1.0))
@@ -346,6 +410,7 @@ class Worker:
                 "recording %d outcome(s) failed, left to rescue: %s", len(batch), first_line(error)
             )
             return
+        self.outage.reached()
         self._recorded(batch, applied)
 
     def _recorded(self, batch: list[Completion], applied: int) -> None:
@@ -373,12 +438,13 @@ class Worker:
                     self.worker_id, host=socket.gethostname(), pid=os.getpid(),
                     queues=self.queues, concurrency=self.concurrency,
                 )  # fmt: skip
-            extended = self.store.heartbeat(self.worker_id, owned, self.lease) if owned else set()
+            extended = self.store.heartbeat(self.worker_id, owned, self.lease or self.leases)
         except JobqError as error:
-            log.error("heartbeat failed, will retry: %s", error)
+            self._failed("heartbeat", error)
             return
+        self.outage.reached()
         self.limiter.renew(
-            (fence, self.lease or self._runs[fence].task.lease)
+            (fence, self._lease_of(self._runs[fence].task))
             for fence in owned
             if fence[0] in extended
         )
@@ -398,8 +464,9 @@ class Worker:
         try:
             rescued = self.store.rescue()
         except JobqError as error:
-            log.error("rescue failed, will retry: %s", error)
+            self._failed("rescue", error)
             return
+        self.outage.reached()
         if rescued:
             self.stats["rescued"] += rescued
             log.info("rescued %d task(s) whose lease had expired", rescued)
@@ -408,10 +475,29 @@ class Worker:
         try:
             purged = locks.purge(self.store)
         except JobqError as error:
-            log.error("purging expired leases failed, will retry: %s", error)
+            self._failed("purging expired leases", error)
             return
         if purged:
             log.info("purged %d expired lease(s)", purged)
+
+    def _forget_workers(self) -> None:
+        """Drop the registry rows of workers unseen for FORGET_AFTER s: they died without
+        unregistering, and `jobq status` would list them as stale forever."""
+        try:
+            forgotten = self.store.forget_workers(FORGET_AFTER)
+        except JobqError as error:
+            self._failed("forgetting dead workers", error)
+            return
+        if forgotten:
+            log.info("forgot %d worker(s) unseen for %s", forgotten, format_duration(FORGET_AFTER))
+
+    def _failed(self, what: str, error: JobqError) -> None:
+        """Log that ``what`` failed and will be tried again: once per outage when the
+        database could not be reached (see Outage), every time for anything else."""
+        if isinstance(error, DatabaseUnavailable):
+            self.outage.lost(what, error)
+        else:
+            log.error("%s failed, will retry: %s", what, error)
 
     def _release_unfinished(self) -> None:
         """Grace is over: put unfinished runs back in the queue without spending a retry;
@@ -434,8 +520,7 @@ class Worker:
         return [run for run in self._runs.values() if not run.ended]
 
     def _heartbeat_interval(self) -> float:
-        leases = [self.lease] if self.lease else [run.task.lease for run in self._unsettled()]
-        return min([10.0, *(lease / 3 for lease in leases)])
+        return min([10.0, *(self._lease_of(run.task) / 3 for run in self._unsettled())])
 
 
 def _completion(fence: Fence, outcome: Outcome, retry_delay: float | None = None) -> Completion:

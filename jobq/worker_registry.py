@@ -17,6 +17,10 @@ from jobq.schema import tasks, workers
 from jobq.tasks import Status, as_utc
 from jobq.validation import check_key, check_seconds
 
+#: Seconds after which a worker not seen is forgotten: every worker's rescue pass deletes
+#: its row. Until then `jobq status` lists it as stale (once unseen for 60 s).
+FORGET_AFTER = 3600.0
+
 
 class WorkerRegistry:
     """Workers register when they start, touch their row as they run, and leave."""

@@ -11,28 +11,51 @@ import click
 from jobq import logs
 from jobq.app import load_app
 from jobq.cli.common import clear_errors
+from jobq.cli.params import UnsignedInt
 from jobq.limits import Limiter
 from jobq.store import Store
 from jobq.worker import Worker
+
+#: TigerBeetle's cluster ids are 128-bit unsigned integers.
+CLUSTER_ID = UnsignedInt(128)
 
 
 @click.command()
 @click.option("--app", "app_path", required=True, help="The jobq.App to run, as module:attribute.")
 @click.option("--queues", default=None, help="Comma-separated queues to take from (default: all).")
-@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
-@click.option("--burst", is_flag=True, help="Exit once nothing is left to run.")
+@click.option(
+    "--concurrency", type=click.IntRange(min=1), default=8, show_default=True,
+    help="Tasks run at once: sync ones on as many threads, async ones on one event loop.",
+)  # fmt: skip
+@click.option(
+    "--burst", is_flag=True,
+    help="Exit once nothing is due now nor within --burst-wait seconds; tasks due later "
+    "are left for another worker (the exit line says how many, and when the next is due).",
+)  # fmt: skip
+@click.option(
+    "--burst-wait", type=click.FloatRange(min=0), default=5.0, show_default=True,
+    metavar="SECONDS",
+    help="With --burst: seconds ahead to look for tasks falling due (a retry after "
+    "`jobq.Retry(delay=1)`, say); the worker waits for those and runs them before it exits.",
+)  # fmt: skip
 @click.option(
     "--lease", type=click.FloatRange(min=0, min_open=True), default=None,
     help="Lease seconds for every task (default: each task's own).",
 )  # fmt: skip
 @click.option(
     "--grace", type=click.FloatRange(min=0), default=30.0, show_default=True,
-    help="Seconds running tasks get to finish after SIGTERM before they are released.",
+    help="Seconds running tasks get to finish after SIGTERM or SIGINT before they are "
+    "released.",
 )  # fmt: skip
 @click.option(
-    "--poll-interval", type=click.FloatRange(min=0, min_open=True), default=0.5, show_default=True
-)
-@click.option("--worker-id", default=None, help="Default: host:pid:random.")
+    "--poll-interval", type=click.FloatRange(min=0, min_open=True), default=0.5, show_default=True,
+    help="Seconds between looks for due tasks while none is waiting (PostgreSQL also wakes "
+    "the worker at each enqueue).",
+)  # fmt: skip
+@click.option(
+    "--worker-id", default=None,
+    help="Its name in `jobq status` and in its tasks' locked_by; default: host:pid:random.",
+)  # fmt: skip
 @click.option(
     "--max-stuck", type=click.IntRange(min=0), default=None,
     help="Exit (code 3, for a supervisor to restart the worker) once this many runs are "
@@ -51,8 +74,8 @@ from jobq.worker import Worker
     help="With --limiter tigerbeetle: the replicas' addresses, e.g. 3000 or 10.0.0.1:3000,...",
 )  # fmt: skip
 @click.option(
-    "--tigerbeetle-cluster", type=click.IntRange(min=0, max=2**128 - 1), default=0,
-    show_default=True, help="With --limiter tigerbeetle: the cluster id.",
+    "--tigerbeetle-cluster", type=CLUSTER_ID, default=0, show_default=True,
+    help=f"With --limiter tigerbeetle: the cluster id, {CLUSTER_ID.described}.",
 )  # fmt: skip
 @click.option(
     "--tigerbeetle-timeout", type=click.FloatRange(min=0, min_open=True), default=2.0,
@@ -61,9 +84,10 @@ from jobq.worker import Worker
 )  # fmt: skip
 @click.option(
     "--log-level",
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-    default="INFO",
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    default="info",
     show_default=True,
+    help="Least severe records logged; warning: only failures and the worker's notices.",
 )
 @click.option(
     "--log-format",
@@ -81,6 +105,7 @@ def worker(
     queues: str | None,
     concurrency: int,
     burst: bool,
+    burst_wait: float,
     lease: float | None,
     grace: float,
     poll_interval: float,
@@ -95,7 +120,12 @@ def worker(
     log_format: str,
     database_url: str | None,
 ) -> None:
-    """Run the app's tasks: capture, execute, record; SIGTERM stops it gracefully."""
+    """Run the app's tasks: capture, execute, record.
+
+    SIGTERM or SIGINT (Ctrl-C) stops it gracefully: it captures no more tasks, lets the
+    running ones finish for --grace seconds, puts the rest back in the queue and exits 0.
+    A second SIGTERM or SIGINT exits at once.
+    """
     logs.configure(log_level, log_format.lower())
     with clear_errors():
         app = load_app(app_path)
@@ -104,7 +134,7 @@ def worker(
         names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
         running = Worker(
             app, queues=names, concurrency=concurrency, lease=lease, grace=grace,
-            poll_interval=poll_interval, burst=burst, worker_id=worker_id,
+            poll_interval=poll_interval, burst=burst, burst_wait=burst_wait, worker_id=worker_id,
             max_stuck=max_stuck, stuck_after=stuck_after,
             limiter=_limiter(
                 limiter, tigerbeetle_addresses, tigerbeetle_cluster, tigerbeetle_timeout

@@ -11,7 +11,9 @@ import sqlalchemy as sa
 
 import jobq
 from jobq import Status
+from jobq.schema import workers
 from jobq.worker import Worker
+from jobq.worker_registry import FORGET_AFTER
 from tests.apps import mixed
 
 
@@ -133,3 +135,20 @@ def test_workers_purge_expired_leases_as_part_of_their_upkeep(app: jobq.App) -> 
     burst(app)
     names = {held.name for held in jobq.locks.list_locks(store)}
     assert names == {"live", "held"}
+
+
+def test_workers_forget_workers_unseen_for_longer_than_forget_after(app: jobq.App) -> None:
+    """A dead worker's row (it never unregistered) goes with a worker's rescue pass once
+    unseen for FORGET_AFTER; one unseen for less stays, listed as stale."""
+    store = app.store
+    unseen = {"dead-long-ago": FORGET_AFTER + 60, "dead-lately": FORGET_AFTER - 600}
+    for worker_id, seconds in unseen.items():
+        store.register_worker(worker_id, host="gone", pid=1, queues=None, concurrency=1)
+        with store.engine.begin() as conn:
+            conn.execute(
+                sa.update(workers)
+                .where(workers.c.worker_id == worker_id)
+                .values(last_seen=store.dialect.now_plus(-seconds))
+            )
+    burst(app)
+    assert [(w.worker_id, w.alive) for w in store.live_workers()] == [("dead-lately", False)]
