@@ -6,12 +6,18 @@ python examples/async_tasks.py
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
+import sqlalchemy as sa
+
 import jobq
+from jobq.schema import tasks
 from jobq.worker import Worker
 
-app = jobq.App()
+# A SQLite file of its own, so that another example run in the same directory never meets
+# these tasks (its worker would fail them as not registered); $JOBQ_DATABASE_URL if set.
+app = jobq.App(os.environ.get("JOBQ_DATABASE_URL") or "sqlite:///examples-async-tasks.db")
 
 
 @app.task(timeout=2)
@@ -20,8 +26,17 @@ async def fetch(page: int, seconds: float) -> str:
     return f"page {page} after {seconds} s"
 
 
-def main() -> None:
+def start_afresh() -> None:
+    """Create or upgrade jobq's tables, then delete the tasks earlier runs of this example
+    left (its own tasks only), so that every run starts from an empty queue."""
     app.migrate()
+    names = [definition.name for definition in app.registry]
+    with app.store.engine.begin() as conn:
+        conn.execute(sa.delete(tasks).where(tasks.c.name.in_(names)))
+
+
+def main() -> None:
+    start_afresh()
     fetch.enqueue_many([{"page": n, "seconds": 0.5} for n in range(10)])
     fetch.enqueue(page=99, seconds=10)  # longer than its timeout: cancelled, then failed
     started = time.monotonic()

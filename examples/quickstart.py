@@ -4,17 +4,24 @@
     jobq worker --app examples.quickstart:app --burst         # run them, then exit
     python examples/quickstart.py results                     # what happened
 
-The database is $JOBQ_DATABASE_URL, else ./jobq.db (SQLite, nothing to install).
+The database is $JOBQ_DATABASE_URL, else ./examples-quickstart.db (SQLite, nothing to
+install); each `enqueue` starts from an empty queue.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 
-import jobq
+import sqlalchemy as sa
 
-app = jobq.App()
+import jobq
+from jobq.schema import tasks
+
+# A SQLite file of its own, so that another example run in the same directory never meets
+# these tasks (its worker would fail them as not registered); $JOBQ_DATABASE_URL if set.
+app = jobq.App(os.environ.get("JOBQ_DATABASE_URL") or "sqlite:///examples-quickstart.db")
 
 
 @app.task
@@ -35,8 +42,17 @@ async def count_words(text: str) -> int:
     return len(text.split())
 
 
-def enqueue() -> None:
+def start_afresh() -> None:
+    """Create or upgrade jobq's tables, then delete the tasks earlier runs of this example
+    left (its own tasks only), so that every run starts from an empty queue."""
     app.migrate()
+    names = [definition.name for definition in app.registry]
+    with app.store.engine.begin() as conn:
+        conn.execute(sa.delete(tasks).where(tasks.c.name.in_(names)))
+
+
+def enqueue() -> None:
+    start_afresh()
     ids = [
         add.enqueue(a=2, b=3),
         shout.enqueue(text="hello", _priority=5),  # higher priority runs first

@@ -5,12 +5,18 @@ python examples/retries.py
 
 from __future__ import annotations
 
+import os
 import time
 
+import sqlalchemy as sa
+
 import jobq
+from jobq.schema import tasks
 from jobq.worker import Worker
 
-app = jobq.App()
+# A SQLite file of its own, so that another example run in the same directory never meets
+# these tasks (its worker would fail them as not registered); $JOBQ_DATABASE_URL if set.
+app = jobq.App(os.environ.get("JOBQ_DATABASE_URL") or "sqlite:///examples-retries.db")
 attempts: dict[str, int] = {}
 
 
@@ -32,6 +38,15 @@ def poll_report(report: str) -> str:
     return f"{report} ready"
 
 
+def start_afresh() -> None:
+    """Create or upgrade jobq's tables, then delete the tasks earlier runs of this example
+    left (its own tasks only), so that every run starts from an empty queue."""
+    app.migrate()
+    names = [definition.name for definition in app.registry]
+    with app.store.engine.begin() as conn:
+        conn.execute(sa.delete(tasks).where(tasks.c.name.in_(names)))
+
+
 def settled(task_ids: list[int]) -> bool:
     """Whether every task has ended: done, or failed with no retries left."""
     tasks = [app.store.get(task_id) for task_id in task_ids]
@@ -39,7 +54,7 @@ def settled(task_ids: list[int]) -> bool:
 
 
 def main() -> None:
-    app.migrate()
+    start_afresh()
     ids = [
         flaky_upload.enqueue(name="a.png", fail_times=2),  # succeeds on the third attempt
         flaky_upload.enqueue(name="b.png", fail_times=9),  # 4 attempts, then fails for good

@@ -5,13 +5,18 @@ python examples/transactional_enqueue.py
 
 from __future__ import annotations
 
+import os
+
 import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 import jobq
+from jobq.schema import tasks
 from jobq.worker import Worker
 
-app = jobq.App()
+# A SQLite file of its own, so that another example run in the same directory never meets
+# these tasks (its worker would fail them as not registered); $JOBQ_DATABASE_URL if set.
+app = jobq.App(os.environ.get("JOBQ_DATABASE_URL") or "sqlite:///examples-transactional-enqueue.db")
 
 
 class Base(DeclarativeBase):
@@ -38,9 +43,19 @@ def sign_up(session: Session, email: str) -> int:
     return user.id
 
 
-def main() -> None:
+def start_afresh() -> None:
+    """Create or upgrade jobq's tables, then delete the tasks earlier runs of this example
+    left (its own tasks only), so that every run starts from an empty queue."""
     app.migrate()
+    names = [definition.name for definition in app.registry]
+    with app.store.engine.begin() as conn:
+        conn.execute(sa.delete(tasks).where(tasks.c.name.in_(names)))
+
+
+def main() -> None:
+    start_afresh()
     engine = app.store.engine  # or your application's own engine on the same database
+    Base.metadata.drop_all(engine)  # the users of earlier runs too: start from none
     Base.metadata.create_all(engine)
     with Session(engine) as session, session.begin():
         sign_up(session, "ada@example.com")

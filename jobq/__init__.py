@@ -5,6 +5,7 @@ The locks are in ``jobq.locks`` (Mutex, TimeoutLock, Lease, AdvisoryLock), given
 
 from jobq.app import App, TaskFunction
 from jobq.errors import (
+    DatabaseNotFound,
     DatabaseUnavailable,
     InvalidAppPath,
     InvalidDatabaseURL,
@@ -27,6 +28,7 @@ from jobq.locks import AdvisoryLock, Lease, Mutex, TimeoutLock
 from jobq.periodic import Schedule, ScheduleState
 from jobq.retry import Backoff, ExponentialBackoff, FixedBackoff
 from jobq.schedule import Cron
+from jobq.schedule_runs import ScheduleRun
 from jobq.store import Store
 from jobq.tasks import Status, Task, Undecodable
 
@@ -35,6 +37,7 @@ __all__ = [
     "App",
     "Backoff",
     "Cron",
+    "DatabaseNotFound",
     "DatabaseUnavailable",
     "ExponentialBackoff",
     "FixedBackoff",
@@ -52,6 +55,7 @@ __all__ = [
     "RequiresPostgreSQL",
     "Retry",
     "Schedule",
+    "ScheduleRun",
     "ScheduleState",
     "SchemaNotMigrated",
     "SchemaTooNew",

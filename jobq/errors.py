@@ -26,6 +26,10 @@ class DatabaseUnavailable(JobqError):
     """Cannot connect to database {database!r} on {host}: {reason}"""
 
 
+class DatabaseNotFound(JobqError):
+    """Database file {path!r} does not exist; check its URL, or run `jobq migrate` to create it."""
+
+
 class SchemaNotMigrated(JobqError):
     """The jobq tables are missing or out of date in database {database!r}; run `jobq migrate`."""
 

@@ -7,6 +7,10 @@
 
 Nothing is faked: tasks are enqueued, captured, run and their status set through the same
 Store the worker uses, on a private in-memory database.
+
+``isolated(app, url)`` points an app at a database of the test's own instead, for tests
+that run a real Worker; the pytest fixtures of jobq.pytest_plugin (jobq_database,
+jobq_isolate) make such databases.
 """
 
 from __future__ import annotations
@@ -85,4 +89,21 @@ def immediate(app: App, *, retry_at_once: bool = True) -> Iterator[Store]:
         yield store
     finally:
         app._store, app.after_enqueue = previous_store, previous_hook
+        store.dispose()
+
+
+@contextmanager
+def isolated(app: App, database_url: str) -> Iterator[Store]:
+    """While inside, ``app`` enqueues into and captures from a Store on ``database_url``.
+
+    On leaving, ``app`` has the Store it had before (none yet: the one its URL names, made
+    when first used), and this one is disposed. Nothing is migrated here.
+    """
+    previous_store = app._store
+    store = Store(database_url)
+    app.store = store
+    try:
+        yield store
+    finally:
+        app._store = previous_store
         store.dispose()

@@ -92,6 +92,9 @@ def backend(request: pytest.FixtureRequest) -> str:
 def empty_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A URL of a database with no jobq tables in it."""
     if backend == "sqlite":
+        # An empty file, as a server's database exists before its tables: a command that
+        # only reads refuses a SQLite file that does not exist (test_cli_first_run.py).
+        (tmp_path / "jobq.db").touch()
         yield f"sqlite:///{tmp_path / 'jobq.db'}"
         return
     url = request.getfixturevalue({"postgresql": "postgres_url", "mysql": "mysql_url"}[backend])

@@ -54,7 +54,7 @@ def set_(queue: str, concurrency: int | None, rate: Rate | None, database_url: s
 @database_url_option
 def show(database_url: str) -> None:
     """Every limited queue: its limits, tasks running now, and starts in the last period."""
-    with store_for(database_url) as store:
+    with store_for(database_url, read_only=True) as store:
         found = store.limits()
         usage = store.limit_usage()
     if not found:

@@ -24,7 +24,7 @@ def list_(database_url: str) -> None:
     Free mutexes are left out; a timeout lock's "expires" is when the period its last
     holder asked for ends; "task" rows are running tasks' lock keys.
     """
-    with store_for(database_url) as store:
+    with store_for(database_url, read_only=True) as store:
         found = jobq_locks.list_locks(store)
     if not found:
         click.echo("no locks")

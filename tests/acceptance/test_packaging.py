@@ -59,7 +59,7 @@ def test_installed_wheel_migrates_an_empty_sqlite_database(tmp_path: Path) -> No
 def run_example(tmp_path: Path, *args: str) -> str:
     """Run a command from the checkout's examples the way README does; its stdout."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("JOBQ_DATABASE_URL", None)  # the examples use ./jobq.db in tmp_path
+    env.pop("JOBQ_DATABASE_URL", None)  # each example uses its own ./examples-*.db in tmp_path
     done = subprocess.run(
         [sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True,
         timeout=120,
@@ -69,22 +69,58 @@ def run_example(tmp_path: Path, *args: str) -> str:
     return done.stdout
 
 
-def test_readme_quickstart_runs_a_real_worker(tmp_path: Path) -> None:
-    quickstart = str(ROOT / "examples" / "quickstart.py")
-    assert "enqueued 7 tasks" in run_example(tmp_path, quickstart, "enqueue")
+def quickstart_enqueue(tmp_path: Path) -> None:
+    """README's first command: the quickstart's tasks enqueued."""
+    out = run_example(tmp_path, str(ROOT / "examples" / "quickstart.py"), "enqueue")
+    assert "enqueued 7 tasks" in out
+
+
+def quickstart_worker_and_results(tmp_path: Path) -> None:
+    """README's two other commands: a burst worker, then every quickstart task's end."""
     run_example(tmp_path, "-m", "jobq.cli", "worker", "--app", "examples.quickstart:app", "--burst")
-    results = run_example(tmp_path, quickstart, "results")
+    results = run_example(tmp_path, str(ROOT / "examples" / "quickstart.py"), "results")
     assert "add{'a': 2, 'b': 3}: done -> 5" in results
     assert "shout{'text': 'hello'}: done -> 'HELLO!'" in results
     assert "shout{'text': ''}: failed -> 'ValueError: nothing to shout'" in results
     assert "count_words{'text': 'the whole state lives in SQL rows'}: done -> 7" in results
-    assert (tmp_path / "jobq.db").exists()
+    assert "not registered" not in results
+
+
+def test_readme_quickstart_runs_a_real_worker(tmp_path: Path) -> None:
+    quickstart_enqueue(tmp_path)
+    quickstart_worker_and_results(tmp_path)
+    assert (tmp_path / "examples-quickstart.db").exists()
+    assert not (tmp_path / "jobq.db").exists()
+
+
+def test_examples_run_in_one_directory_keep_to_their_own_tasks(tmp_path: Path) -> None:
+    """The quickstart's tasks wait for its worker while two other examples run their own
+    workers in the same directory: no worker meets (and fails as not registered) a task
+    of another example, and the quickstart still ends as it does alone."""
+    quickstart_enqueue(tmp_path)
+    retries = run_example(tmp_path, str(ROOT / "examples" / "retries.py"))
+    assert "done, 3 attempt(s): monthly ready" in retries
+    transactional = run_example(tmp_path, str(ROOT / "examples" / "transactional_enqueue.py"))
+    assert transactional.count(": done -> 'welcome mail") == 1, transactional
+    assert "not registered" not in retries + transactional
+    quickstart_worker_and_results(tmp_path)
 
 
 def test_transactional_enqueue_example(tmp_path: Path) -> None:
     out = run_example(tmp_path, str(ROOT / "examples" / "transactional_enqueue.py"))
     assert "task 1: done -> 'welcome mail for user 1 sent to ada@example.com'" in out
     assert "users: ['ada@example.com']" in out and "bob@example.com'" not in out
+
+
+def test_a_second_run_of_an_example_starts_afresh(tmp_path: Path) -> None:
+    """Its tasks and users from the first run are gone: one user, one welcome mail."""
+    example = str(ROOT / "examples" / "transactional_enqueue.py")
+    run_example(tmp_path, example)
+    again = run_example(tmp_path, example)
+    assert "users: ['ada@example.com']" in again, again
+    mails = [line for line in again.splitlines() if line.startswith("task ")]
+    assert len(mails) == 1, again
+    assert mails[0].endswith(": done -> 'welcome mail for user 1 sent to ada@example.com'")
 
 
 def test_async_tasks_example(tmp_path: Path) -> None:
