@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import sys
+import threading
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from jobq.durations import format_duration
 
@@ -34,6 +38,33 @@ _COUNTS = {
 }  # fmt: skip
 
 
+#: Lines a LineBuffer holds at most before it writes them.
+_BUFFERED_LINES = 512
+#: Seconds a buffered line waits at most before it is written.
+_BUFFERED_SECONDS = 0.05
+
+
+class TextFormatter(logging.Formatter):
+    """TEXT_FORMAT lines, with the second's local time formatted once per second.
+
+    logging.Formatter formats the time anew for every record (localtime and strftime), a
+    third of a task line's cost; the text is the same: ``2026-11-24 18:02:03,417``.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+        self._second: int | None = None
+        self._second_text = ""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        second = int(record.created)
+        if second != self._second:
+            # A race between threads here only formats the same second twice.
+            self._second_text = time.strftime(self.default_time_format, self.converter(second))
+            self._second = second
+        return self.default_msec_format % (self._second_text, record.msecs)
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per record: time (UTC, ISO 8601), level, logger, message, fields."""
 
@@ -52,12 +83,72 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str)
 
 
+class LineBuffer(logging.StreamHandler):  # type: ignore[type-arg]
+    """A StreamHandler that writes its lines in batches: a worker logs two lines per task,
+    and one write and flush per line cost as much as making the line.
+
+    A line waits at most ``_BUFFERED_SECONDS`` (a thread of the handler writes it), and a
+    warning or worse is written at once with the lines before it. logging.shutdown, run at
+    exit, writes what is left; a process killed with SIGKILL loses the last moment's lines.
+    """
+
+    def __init__(self, stream: Any = None) -> None:
+        super().__init__(stream)
+        self._lines: list[str] = []
+        self._pending = threading.Event()
+        self._writer: threading.Thread | None = None
+        self._writer_pid = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record)
+        except Exception:
+            self.handleError(record)
+            return
+        # Called with the handler's lock held (Handler.handle): one emit at a time.
+        self._lines.append(line + self.terminator)
+        if record.levelno >= logging.WARNING or len(self._lines) >= _BUFFERED_LINES:
+            self._write()
+        elif len(self._lines) == 1:
+            self._wake_writer()
+
+    def flush(self) -> None:
+        with self.lock:  # type: ignore[union-attr]
+            self._write()
+
+    def _write(self) -> None:
+        if not self._lines:
+            return
+        text = "".join(self._lines)
+        self._lines.clear()
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except Exception:
+            self.handleError(logging.makeLogRecord({"msg": text}))
+
+    def _wake_writer(self) -> None:
+        # A forked child has no thread of its parent's: it starts its own.
+        if self._writer is None or self._writer_pid != os.getpid():
+            self._writer_pid = os.getpid()
+            self._writer = threading.Thread(
+                target=self._write_pending, name="jobq-log-writer", daemon=True
+            )
+            self._writer.start()
+        self._pending.set()
+
+    def _write_pending(self) -> None:
+        while True:
+            self._pending.wait()
+            time.sleep(_BUFFERED_SECONDS)  # let the lines of this moment gather
+            self._pending.clear()
+            self.flush()
+
+
 def configure(level: str, log_format: str) -> None:
     """Send the root logger's records to stderr at ``level``, as 'text' or 'json' lines."""
-    handler = logging.StreamHandler()
-    handler.setFormatter(
-        JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
-    )
+    handler = LineBuffer(sys.stderr)
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -1,11 +1,18 @@
-"""The wording of the worker's log lines: pure functions of jobq.logs."""
+"""The worker's log lines: their wording (pure functions of jobq.logs), the text format's
+time, and the handler that writes them in batches."""
 
 from __future__ import annotations
 
+import io
+import logging
+import threading
+import time
 from collections import Counter
 from datetime import datetime
 
-from jobq.logs import in_and_at, seconds, stopped_summary
+import pytest
+
+from jobq.logs import LineBuffer, TextFormatter, in_and_at, seconds, stopped_summary
 
 
 def test_delays_read_as_seconds_under_a_minute_and_units_beyond() -> None:
@@ -29,3 +36,72 @@ def test_the_stopped_summary_is_a_sentence_without_zero_counts() -> None:
     )
     assert stopped_summary(Counter(captured=1, done=1)) == "captured 1 task (1 done)"
     assert stopped_summary(Counter()) == "captured 0 tasks"
+
+
+def test_the_text_formatter_writes_the_time_as_logging_formatter_does() -> None:
+    plain = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    cached = TextFormatter()
+    start = time.time()
+    for offset in (0.0, 0.001, 0.999, 1.0, 61.5, 86400.25):
+        record = logging.makeLogRecord({"msg": "m %s", "args": (1,), "levelname": "INFO"})
+        record.created = start + offset
+        record.msecs = (record.created - int(record.created)) * 1000
+        assert cached.format(record) == plain.format(record)
+
+
+class Stream(io.StringIO):
+    """A StringIO that counts its writes and says when one happened."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+        self.written = threading.Event()
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        self.written.set()
+        return super().write(text)
+
+
+@pytest.fixture
+def buffered() -> tuple[logging.Logger, LineBuffer, Stream]:
+    stream = Stream()
+    handler = LineBuffer(stream)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    logger = logging.getLogger(f"jobq.test.buffer.{id(handler)}")
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    return logger, handler, stream
+
+
+def test_info_lines_are_written_together_soon_without_a_flush(
+    buffered: tuple[logging.Logger, LineBuffer, Stream],
+) -> None:
+    logger, _, stream = buffered
+    for i in range(100):
+        logger.info("line %d", i)
+    assert stream.written.wait(10), "the buffered lines were never written"
+    deadline = time.monotonic() + 10
+    while stream.getvalue().count("\n") < 100 and time.monotonic() < deadline:
+        stream.written.clear()
+        stream.written.wait(0.1)
+    assert stream.getvalue().splitlines() == [f"INFO line {i}" for i in range(100)]
+    assert stream.writes < 100  # in batches, not one write per line
+
+
+def test_a_warning_is_written_at_once_after_the_lines_before_it(
+    buffered: tuple[logging.Logger, LineBuffer, Stream],
+) -> None:
+    logger, _, stream = buffered
+    logger.info("before")
+    logger.warning("trouble")
+    # No wait: the warning's own call wrote both.
+    assert stream.getvalue().splitlines() == ["INFO before", "WARNING trouble"]
+
+
+def test_flush_writes_what_is_buffered(buffered: tuple[logging.Logger, LineBuffer, Stream]) -> None:
+    logger, handler, stream = buffered
+    logger.info("last words")
+    handler.flush()
+    assert stream.getvalue() == "INFO last words\n"
