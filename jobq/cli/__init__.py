@@ -10,16 +10,13 @@ as one ``error: ...`` line on stderr. Never a traceback for any of these.
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import fields
 from datetime import UTC, datetime
-from itertools import groupby
 from typing import IO, Any
 
 import click
-from sqlalchemy.engine import Connection
 
 from jobq.app import App, load_app
 from jobq.cli.common import (
@@ -34,8 +31,9 @@ from jobq.cli.cron import cron, summary
 from jobq.cli.limits import limits
 from jobq.cli.locks import locks
 from jobq.cli.output import count, field_text, overrun_note, table, when, worker_row
-from jobq.cli.params import Duration, JsonObject, Key, TaskLine, read_task_file
+from jobq.cli.params import Duration, JsonObject, Key, TaskLine
 from jobq.cli.run_worker import worker
+from jobq.cli.task_file import enqueue_file
 from jobq.durations import format_duration
 from jobq.errors import JobqError
 from jobq.store import Store
@@ -78,7 +76,7 @@ def migrate(database_url: str) -> None:
 @click.option(
     "--file",
     "task_file",
-    type=click.File(encoding="utf-8-sig"),
+    type=click.File("rb"),
     help="JSON lines: name, kwargs, queue, delay, priority, unique, retries.",
 )
 @click.option(
@@ -95,7 +93,7 @@ def enqueue(
     priority: int | None,
     unique: str | None,
     retries: int | None,
-    task_file: IO[str] | None,
+    task_file: IO[bytes] | None,
     app_path: str | None,
     database_url: str,
 ) -> None:
@@ -111,8 +109,8 @@ def enqueue(
 
     Prints the new task's id; with --file, how many tasks were enqueued. The file holds
     one JSON object a line: name (required), kwargs (an object), and optionally queue,
-    delay, priority, unique and retries. It is checked whole before anything is written,
-    then enqueued in one transaction.
+    delay, priority, unique and retries. It is enqueued as it is read, in one
+    transaction: a bad line anywhere is named, and nothing is written.
     """
     given = {"queue": queue, "delay": delay, "priority": priority, "retries": retries}
     options = {key: value for key, value in given.items() if value is not None}
@@ -128,17 +126,16 @@ def enqueue(
     with clear_errors():
         app = None if app_path is None else load_app(app_path)
         resolve = None if app is None else functools.partial(_with_definition, app)
-        if task_file is not None:
-            lines = read_task_file(task_file, resolve)
-        else:
+        if task_file is None:
             assert name is not None
             line = TaskLine(name, kwargs or {}, tuple(options.items()))
-            lines = [line if resolve is None else resolve(line)]
+            line = line if resolve is None else resolve(line)
     with _store(app, database_url) as store:
         if task_file is None:
-            click.echo(store.enqueue(lines[0].name, lines[0].kwargs, **dict(lines[0].options)))
+            click.echo(store.enqueue(line.name, line.kwargs, **dict(line.options)))
         else:
-            _enqueue_lines(store, lines)
+            with clear_errors():
+                click.echo(f"enqueued {count(enqueue_file(store, task_file, resolve))}")
     if app is None:
         click.echo(_not_applied(name, set(options)), err=True)
 
@@ -182,33 +179,6 @@ def _not_applied(name: str | None, given: set[str]) -> str:
         f"{', '.join([*missing, 'lock key'])} from its @app.task definition could not be "
         "applied; jobq's defaults stand where the command gave none"
     )
-
-
-def _enqueue_lines(store: Store, tasks: list[TaskLine]) -> None:
-    """Enqueue every line in one transaction: all or nothing.
-
-    Consecutive lines with the same name and options share one enqueue_many call. The
-    count printed is of distinct task ids: lines naming a unique key already held count
-    as the one task holding it.
-    """
-    progress = click.progressbar(length=len(tasks), label="enqueueing", file=sys.stderr)
-    with progress as bar:
-
-        def enqueue_all(conn: Connection) -> set[int]:
-            bar.update(-bar.pos)  # from the start again, should a deadlock undo a first try
-            ids: set[int] = set()
-            for (name, shared), group in groupby(tasks, key=lambda task: (task.name, task.options)):
-                batch = [task.kwargs for task in group]
-                options = dict(shared)
-                if options.get("unique_key") is not None:
-                    ids.update(store.enqueue(name, kw, connection=conn, **options) for kw in batch)
-                else:
-                    ids.update(store.enqueue_many(name, batch, connection=conn, **options))
-                bar.update(len(batch))
-            return ids
-
-        ids = store.db.write(enqueue_all, atomic=True)
-    click.echo(f"enqueued {count(len(ids))}")
 
 
 @main.command()

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
 import click
 
 from jobq.cli.common import PRIORITY, RETRIES
 from jobq.durations import parse_duration
-from jobq.errors import InvalidOption, JobqError
+from jobq.errors import InvalidOption
 from jobq.payload import encode_args
 from jobq.validation import check_int, check_key
 
@@ -119,7 +118,7 @@ LINE_OPTIONS = {
 }
 
 
-def _task_line(text: str) -> TaskLine:
+def task_line(text: str) -> TaskLine:
     """One --file line as a TaskLine, or ValueError (or another JobqError) saying what is wrong."""
     entry = _json_object(text)
     unknown = sorted(set(entry) - {"name", "kwargs", *LINE_OPTIONS})
@@ -152,23 +151,3 @@ def _task_line(text: str) -> TaskLine:
                 raise InvalidOption(option=key, reason=f"{value} is above {bounds.max}")
         options[option] = value
     return TaskLine(entry["name"], kwargs, tuple(options.items()))
-
-
-def read_task_file(
-    file: IO[str], resolve: Callable[[TaskLine], TaskLine] | None = None
-) -> list[TaskLine]:
-    """Every task of a JSON-lines file, each passed through ``resolve`` (which may raise
-    JobqError or ValueError), or JobqError naming the first bad line."""
-    tasks: list[TaskLine] = []
-    try:
-        for number, text in enumerate(file, start=1):
-            if not text.strip():
-                continue
-            try:
-                line = _task_line(text)
-                tasks.append(line if resolve is None else resolve(line))
-            except (ValueError, JobqError) as error:
-                raise JobqError(f"{file.name} line {number}: {error}") from None
-    except UnicodeDecodeError as error:
-        raise JobqError(f"{file.name} is not UTF-8 text: {error}") from None
-    return tasks

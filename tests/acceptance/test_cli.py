@@ -245,6 +245,29 @@ def test_enqueue_file_with_a_bad_line_names_it_and_writes_nothing(
     assert store.counts() == {}
 
 
+def enqueue_from_stdin(cli: Cli, url: str, text: str) -> Done:
+    """``jobq enqueue --file -`` with ``text`` piped to it."""
+    return subprocess.run(
+        [sys.executable, "-m", "jobq.cli", "enqueue", "--file", "-", "--database-url", url],
+        cwd=cli.cwd, env=cli.env, input=text, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_enqueue_file_streams_chunks_in_one_transaction(
+    cli: Cli, db_url: str, store: jobq.Store
+) -> None:
+    # More lines than one chunk (jobq.cli.task_file.CHUNK_LINES), read from a pipe.
+    lines = [json.dumps({"name": "a", "kwargs": {"n": n}}) for n in range(12_000)]
+    bad = enqueue_from_stdin(cli, db_url, "\n".join([*lines, '{"name": 7}']) + "\n")
+    assert failure(bad).startswith("error: <stdin> line 12001: Option 'name' is invalid")
+    assert store.counts() == {}  # the chunks enqueued before the bad line were rolled back
+
+    good = enqueue_from_stdin(cli, db_url, "\n".join(lines) + "\n")
+    assert good.returncode == 0, good.stderr
+    assert good.stdout == "enqueued 12000 tasks\n"
+    assert [r["args"]["n"] for r in all_rows(store)] == list(range(12_000))
+
+
 # --- status and list ----------------------------------------------------------------------
 
 

@@ -1,0 +1,121 @@
+"""`jobq enqueue --file`: a JSON-lines file enqueued as it is read, all or nothing.
+
+The file is read a chunk of lines at a time, each chunk enqueued before the next is read,
+all in one transaction: memory stays flat however long the file, the progress bar moves
+from the first chunk, and a bad line anywhere rolls back every line before it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import stat
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from itertools import groupby
+from typing import IO
+
+import click
+from sqlalchemy.engine import Connection
+
+from jobq.cli.params import TaskLine, task_line
+from jobq.errors import JobqError
+from jobq.store import Store
+
+#: Lines enqueued together: enough to amortise a statement, few enough to stay small.
+CHUNK_LINES = 5000
+
+Resolve = Callable[[TaskLine], TaskLine]
+
+
+def enqueue_file(store: Store, file: IO[bytes], resolve: Resolve | None) -> int:
+    """Enqueue every line of ``file`` in one transaction; how many distinct tasks that is.
+
+    Lines naming a unique key already held count as the one task holding it. A bad line
+    raises JobqError naming it, and nothing is written.
+    """
+    with _rereadable(file) as source:
+        total = os.fstat(source.fileno()).st_size
+        with click.progressbar(length=total, label="enqueueing", file=sys.stderr) as bar:
+
+            def enqueue_all(conn: Connection) -> int:
+                source.seek(0)  # from the start again, should a deadlock undo a first try
+                bar.update(-bar.pos)
+                new = 0
+                held: set[int] = set()  # ids of unique-key lines: some may be one task
+                for chunk, size in _chunks(source, _name(file), resolve):
+                    new_ids, unique_ids = _enqueue_chunk(store, conn, chunk)
+                    new += new_ids
+                    held.update(unique_ids)
+                    bar.update(size)
+                return new + len(held)
+
+            return store.db.write(enqueue_all, atomic=True)
+
+
+@contextmanager
+def _rereadable(file: IO[bytes]) -> Iterator[IO[bytes]]:
+    """``file`` if it is a regular file (seekable, its size known), else a temporary
+    file holding its bytes (a pipe, say): a retried transaction reads it again."""
+    try:
+        regular = stat.S_ISREG(os.fstat(file.fileno()).st_mode)
+    except (OSError, ValueError, io.UnsupportedOperation):  # no descriptor: in memory
+        regular = False
+    if regular:
+        yield file
+        return
+    with tempfile.TemporaryFile() as copy:
+        shutil.copyfileobj(file, copy, 1 << 20)
+        copy.flush()
+        yield copy
+
+
+def _name(file: IO[bytes]) -> str:
+    name = getattr(file, "name", "<stdin>")
+    return name if isinstance(name, str) else "<stdin>"
+
+
+def _chunks(
+    file: IO[bytes], name: str, resolve: Resolve | None
+) -> Iterator[tuple[list[TaskLine], int]]:
+    """The file's tasks, CHUNK_LINES at a time, each with the bytes it took; JobqError
+    naming the first bad line."""
+    chunk: list[TaskLine] = []
+    size = 0
+    for number, raw in enumerate(file, start=1):
+        size += len(raw)
+        try:
+            # utf-8-sig: a byte order mark, which some editors write, only at the start.
+            text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError as error:
+            raise JobqError(f"{name} is not UTF-8 text: line {number}: {error}") from None
+        if not text.strip():
+            continue
+        try:
+            line = task_line(text)
+            chunk.append(line if resolve is None else resolve(line))
+        except (ValueError, JobqError) as error:
+            raise JobqError(f"{name} line {number}: {error}") from None
+        if len(chunk) >= CHUNK_LINES:
+            yield chunk, size
+            chunk, size = [], 0
+    if chunk or size:
+        yield chunk, size
+
+
+def _enqueue_chunk(store: Store, conn: Connection, chunk: list[TaskLine]) -> tuple[int, list[int]]:
+    """Enqueue ``chunk`` on ``conn``: how many new tasks without a unique key, and the ids
+    of those with one. Consecutive lines of one name and options share one enqueue_many."""
+    new = 0
+    unique_ids: list[int] = []
+    for (name, shared), group in groupby(chunk, key=lambda line: (line.name, line.options)):
+        batch = [line.kwargs for line in group]
+        options = dict(shared)
+        if options.get("unique_key") is not None:
+            unique_ids += [store.enqueue(name, kw, connection=conn, **options) for kw in batch]
+        else:
+            new += len(store.enqueue_many(name, batch, connection=conn, **options))
+    return new, unique_ids
