@@ -11,7 +11,6 @@ import click
 from jobq.cli.common import PRIORITY, RETRIES
 from jobq.durations import parse_duration
 from jobq.errors import InvalidOption
-from jobq.payload import encode_args
 from jobq.validation import check_int, check_key
 
 
@@ -27,10 +26,14 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not allowed in JSON")
 
 
+# One decoder for every call: json.loads with an option builds a new one each time.
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
 def _json_object(text: str) -> dict[str, Any]:
     """``text`` decoded as a JSON object, or ValueError saying what is wrong with it."""
     try:
-        value = json.loads(text, parse_constant=_refuse_constant)
+        value = _DECODER.decode(text)
     except ValueError as error:  # json.JSONDecodeError is a ValueError
         raise ValueError(f"not valid JSON: {error}") from None
     except RecursionError:
@@ -119,7 +122,11 @@ LINE_OPTIONS = {
 
 
 def task_line(text: str) -> TaskLine:
-    """One --file line as a TaskLine, or ValueError (or another JobqError) saying what is wrong."""
+    """One --file line as a TaskLine, or ValueError (or another JobqError) saying what is wrong.
+
+    Its kwargs are JSON; whether a database can store them (nesting, lone surrogates) is
+    for enqueue to check, which does it for many lines at once.
+    """
     entry = _json_object(text)
     unknown = sorted(set(entry) - {"name", "kwargs", *LINE_OPTIONS})
     if unknown:
@@ -131,7 +138,6 @@ def task_line(text: str) -> TaskLine:
     kwargs = entry.get("kwargs", {})
     if not isinstance(kwargs, dict):
         raise ValueError(f"'kwargs' must be a JSON object, not {_json_type(kwargs)}")
-    encode_args(entry["name"], kwargs)  # JSON, but perhaps not storable: too deep, say
     options: dict[str, Any] = {}
     for key, option in LINE_OPTIONS.items():
         if key not in entry:

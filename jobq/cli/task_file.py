@@ -22,7 +22,8 @@ import click
 from sqlalchemy.engine import Connection
 
 from jobq.cli.params import TaskLine, task_line
-from jobq.errors import JobqError
+from jobq.errors import InvalidTaskArguments, JobqError
+from jobq.payload import encode_args
 from jobq.store import Store
 
 #: Lines enqueued together: enough to amortise a statement, few enough to stay small.
@@ -47,7 +48,7 @@ def enqueue_file(store: Store, file: IO[bytes], resolve: Resolve | None) -> int:
                 new = 0
                 held: set[int] = set()  # ids of unique-key lines: some may be one task
                 for chunk, size in _chunks(source, _name(file), resolve):
-                    new_ids, unique_ids = _enqueue_chunk(store, conn, chunk)
+                    new_ids, unique_ids = _enqueue_chunk(store, conn, chunk, _name(file))
                     new += new_ids
                     held.update(unique_ids)
                     bar.update(size)
@@ -78,12 +79,15 @@ def _name(file: IO[bytes]) -> str:
     return name if isinstance(name, str) else "<stdin>"
 
 
+Numbered = tuple[int, TaskLine]
+
+
 def _chunks(
     file: IO[bytes], name: str, resolve: Resolve | None
-) -> Iterator[tuple[list[TaskLine], int]]:
-    """The file's tasks, CHUNK_LINES at a time, each with the bytes it took; JobqError
-    naming the first bad line."""
-    chunk: list[TaskLine] = []
+) -> Iterator[tuple[list[Numbered], int]]:
+    """The file's tasks with their line numbers, CHUNK_LINES at a time, each chunk with
+    the bytes it took; JobqError naming the first bad line."""
+    chunk: list[Numbered] = []
     size = 0
     for number, raw in enumerate(file, start=1):
         size += len(raw)
@@ -96,7 +100,7 @@ def _chunks(
             continue
         try:
             line = task_line(text)
-            chunk.append(line if resolve is None else resolve(line))
+            chunk.append((number, line if resolve is None else resolve(line)))
         except (ValueError, JobqError) as error:
             raise JobqError(f"{name} line {number}: {error}") from None
         if len(chunk) >= CHUNK_LINES:
@@ -106,16 +110,33 @@ def _chunks(
         yield chunk, size
 
 
-def _enqueue_chunk(store: Store, conn: Connection, chunk: list[TaskLine]) -> tuple[int, list[int]]:
+def _enqueue_chunk(
+    store: Store, conn: Connection, chunk: list[Numbered], file_name: str
+) -> tuple[int, list[int]]:
     """Enqueue ``chunk`` on ``conn``: how many new tasks without a unique key, and the ids
-    of those with one. Consecutive lines of one name and options share one enqueue_many."""
+    of those with one. Consecutive lines of one name and options share one enqueue_many;
+    arguments it cannot store raise JobqError naming their line."""
     new = 0
     unique_ids: list[int] = []
-    for (name, shared), group in groupby(chunk, key=lambda line: (line.name, line.options)):
-        batch = [line.kwargs for line in group]
+    for (name, shared), numbered in groupby(chunk, key=lambda n: (n[1].name, n[1].options)):
+        group = list(numbered)
+        batch = [line.kwargs for _, line in group]
         options = dict(shared)
-        if options.get("unique_key") is not None:
-            unique_ids += [store.enqueue(name, kw, connection=conn, **options) for kw in batch]
-        else:
-            new += len(store.enqueue_many(name, batch, connection=conn, **options))
+        try:
+            if options.get("unique_key") is not None:
+                unique_ids += [store.enqueue(name, kw, connection=conn, **options) for kw in batch]
+            else:
+                new += len(store.enqueue_many(name, batch, connection=conn, **options))
+        except InvalidTaskArguments as error:
+            raise JobqError(f"{file_name} line {_culprit(group)}: {error}") from None
     return new, unique_ids
+
+
+def _culprit(group: list[Numbered]) -> str:
+    """The number of the first line of ``group`` whose arguments cannot be stored."""
+    for number, line in group:
+        try:
+            encode_args(line.name, line.kwargs)
+        except InvalidTaskArguments:
+            return str(number)
+    return f"{group[0][0]}-{group[-1][0]}"

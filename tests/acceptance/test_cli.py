@@ -235,7 +235,9 @@ def test_enqueue_file_with_a_bad_line_names_it_and_writes_nothing(
         ('{"name": "b", "delay": "soon"}', "'delay': 'soon' is not a duration"),
         ('{"name": "b", "queue": 7}', "Option 'queue' is invalid: 7 is not a non-empty string"),
         ('{"name": "b", "colour": "red"}', "unknown key 'colour'"),
-    ]
+        ('{"name": "b", "kwargs": {"x": "\\ud800"}}',
+         "Argument 'x' of task 'b' is not JSON-serialisable: it holds a lone surrogate"),
+    ]  # fmt: skip
     good = '{"name": "a", "kwargs": {"n": 1}}'
     for number, (line, _) in enumerate(cases):
         (tmp_path / f"bad{number}.jsonl").write_text(f"{good}\n\n{good}\n{line}\n{good}\n")
