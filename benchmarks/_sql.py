@@ -62,6 +62,18 @@ class Statement:
             raise LookupError(f"{value!r} is bound {len(slots)} times in {self.sql[:80]!r}...")
         return slots[0]
 
+    def slots_containing(self, needle: str) -> list[str | int]:
+        """The dict keys or tuple indexes of every string parameter containing ``needle``.
+
+        A parameter may be bound more than once (SQLite's set_statuses reads its JSON
+        array twice); at least one slot must hold it.
+        """
+        items = self.params.items() if isinstance(self.params, dict) else enumerate(self.params)
+        slots = [k for k, v in items if isinstance(v, str) and needle in v]
+        if not slots:
+            raise LookupError(f"{needle!r} is in no parameter of {self.sql[:80]!r}...")
+        return slots
+
     def binder(self, *slots: str | int) -> Callable[..., Any]:
         """A fast function returning the parameters with ``slots`` replaced, in order."""
         if isinstance(self.params, dict):

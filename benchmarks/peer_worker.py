@@ -6,13 +6,24 @@ per process, and prints one JSON object on stdout:
     peer_worker.py pgqueuer|procrastinate setup|enqueue|drain|latency --dsn URI [...]
 
 * setup: install the queue's schema (its tables go in the connection's search_path,
-  which bench_worker.py sets to a schema of its own through the URI's ``options``).
-* enqueue: N no-op jobs in bulk (the queue's own batch API).
+  which bench_worker.py sets to a schema of its own through the URI's ``options``; for
+  PGQueuer, then its recommended autovacuum settings, as ``pgq autovac`` applies them);
+  reports the versions in use.
+* enqueue: N no-op jobs in bulk (the queue's own batch API), ``--batch`` per call;
+  reports the seconds of the calls alone (connected beforehand), best of ``--repeat``
+  runs, the queue emptied between runs (untimed).
 * drain: one worker at the given concurrency, in the queue's "exit when empty" mode;
   reports the seconds from just before the worker starts to its return.
 * latency (PGQueuer only): an idle worker woken by LISTEN/NOTIFY; jobs enqueued one at a
   time ``--spacing`` apart; latency is the picked log row's ``created`` minus the queued
   log row's (both the database's clock).
+
+PGQueuer runs on ``--driver asyncpg`` (default: its documentation's driver, an
+``AsyncpgDriver`` on ``asyncpg.connect(dsn)``) or ``--driver psycopg`` (``PsycopgDriver``
+on an autocommit ``psycopg.AsyncConnection``). asyncpg does not take libpq's ``options``
+parameter: the schema named there by ``-csearch_path=...`` is given to it as
+``server_settings={"search_path": schema}`` instead. Procrastinate always runs on psycopg
+(its ``PsycopgConnector``).
 """
 
 from __future__ import annotations
@@ -22,75 +33,152 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from datetime import timedelta
+from importlib.metadata import version
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-import psycopg
+if TYPE_CHECKING:
+    from pgqueuer import PgQueuer
+    from pgqueuer.db import Driver
 
 ENTRYPOINT = "bench_noop"
+SEARCH_PATH_OPTION = "-csearch_path="
+
+Result = dict[str, Any]
+
+
+def payload(i: int) -> bytes:
+    """Job ``i``'s payload: the same arguments jobq's no-op tasks get, ``{"n": i}``."""
+    return json.dumps({"n": i}).encode()
+
+
+def split_search_path(dsn: str) -> tuple[str, str | None]:
+    """``dsn`` without its ``options`` parameter, and the schema its search_path names.
+
+    bench_worker.py selects the schema with ``options=-csearch_path=SCHEMA`` (libpq);
+    asyncpg would send ``options`` as a server setting of that name, so it is taken out
+    and the schema passed as ``server_settings`` instead.
+    """
+    parts = urlsplit(dsn)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schema = None
+    kept = []
+    for key, value in query:
+        if key == "options":
+            if not value.startswith(SEARCH_PATH_OPTION) or " " in value:
+                raise ValueError(f"only options={SEARCH_PATH_OPTION}SCHEMA is supported: {value}")
+            schema = value.removeprefix(SEARCH_PATH_OPTION)
+        else:
+            kept.append((key, value))
+    return urlunsplit(parts._replace(query=urlencode(kept))), schema
 
 
 # --- PGQueuer ---------------------------------------------------------------------
 
 
-async def _pgq_connect(dsn: str) -> psycopg.AsyncConnection:
-    return await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+@asynccontextmanager
+async def pgq_driver(dsn: str, driver: str) -> AsyncIterator[Driver]:
+    """A PGQueuer driver on a new connection of kind ``driver``, closed on exit."""
+    if driver == "asyncpg":
+        import asyncpg
+        from pgqueuer import AsyncpgDriver
+
+        plain, schema = split_search_path(dsn)
+        settings = {"search_path": schema} if schema else None
+        conn = await asyncpg.connect(plain, server_settings=settings)
+        try:
+            yield AsyncpgDriver(conn)
+        finally:
+            await conn.close()
+    else:
+        import psycopg
+        from pgqueuer import PsycopgDriver
+
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as pconn:
+            yield PsycopgDriver(pconn)
 
 
-async def pgq_setup(args: argparse.Namespace) -> dict:
-    from pgqueuer import PsycopgDriver, Queries
-
-    async with await _pgq_connect(args.dsn) as conn:
-        await Queries(PsycopgDriver(conn)).install(create_schema=False)
-    return {}
+def driver_version(driver: str) -> str:
+    return f"{driver} {version(driver)}"
 
 
-async def pgq_enqueue(args: argparse.Namespace) -> dict:
-    from pgqueuer import PsycopgDriver, Queries
+async def pgq_setup(args: argparse.Namespace) -> Result:
+    from pgqueuer import Queries
 
-    async with await _pgq_connect(args.dsn) as conn:
-        queries = Queries(PsycopgDriver(conn))
-        for start in range(0, args.tasks, 5000):
-            n = min(5000, args.tasks - start)
-            await queries.enqueue([ENTRYPOINT] * n, [None] * n, [0] * n)
-    return {"enqueued": args.tasks}
+    async with pgq_driver(args.dsn, args.driver) as driver:
+        queries = Queries(driver)
+        await queries.install(create_schema=False)
+        # Its performance guide's first step after installing (`pgq autovac`): autovacuum
+        # settings and fillfactor for its high-churn tables. Durability stays "durable"
+        # (the default, WAL-logged tables), as jobq's tables are.
+        await queries.optimize_autovacuum()
+    return {"queue": f"pgqueuer {version('pgqueuer')}", "driver": driver_version(args.driver)}
 
 
-def _pgq_app(conn: psycopg.AsyncConnection):
-    from pgqueuer import PgQueuer, PsycopgDriver
+async def pgq_enqueue(args: argparse.Namespace) -> Result:
+    from pgqueuer import Queries
 
-    pgq = PgQueuer(PsycopgDriver(conn))
+    runs: list[float] = []
+    async with pgq_driver(args.dsn, args.driver) as driver:
+        queries = Queries(driver)
+        chunks = [
+            [payload(i) for i in range(start, min(start + args.batch, args.tasks))]
+            for start in range(0, args.tasks, args.batch)
+        ]
+        for run in range(args.repeat):
+            if run:  # each run starts from empty tables, as the first does
+                await queries.clear_queue()
+                await queries.clear_queue_log()
+            start = time.perf_counter()
+            for chunk in chunks:
+                n = len(chunk)
+                await queries.enqueue([ENTRYPOINT] * n, list(chunk), [0] * n)
+            runs.append(time.perf_counter() - start)
+    return {"enqueued": args.tasks, "seconds": min(runs), "runs": runs, "per_call": args.batch}
+
+
+def _pgq_app(driver: Driver) -> tuple[PgQueuer, dict[str, int]]:
+    from pgqueuer import PgQueuer
+
+    pgq = PgQueuer(driver)
     done = {"n": 0}
 
     @pgq.entrypoint(ENTRYPOINT)
-    async def noop(job) -> None:
+    async def noop(job: Any) -> None:
         done["n"] += 1
 
     return pgq, done
 
 
-async def pgq_drain(args: argparse.Namespace) -> dict:
+async def pgq_drain(args: argparse.Namespace) -> Result:
     from pgqueuer.domain.types import QueueExecutionMode
 
-    async with await _pgq_connect(args.dsn) as conn:
-        pgq, done = _pgq_app(conn)
+    async with pgq_driver(args.dsn, args.driver) as driver:
+        pgq, done = _pgq_app(driver)
         start = time.perf_counter()
         await pgq.run(batch_size=args.concurrency, mode=QueueExecutionMode.drain)
         seconds = time.perf_counter() - start
     return {"seconds": seconds, "ran": done["n"]}
 
 
-async def pgq_latency(args: argparse.Namespace) -> dict:
-    from pgqueuer import PsycopgDriver, Queries
+async def pgq_latency(args: argparse.Namespace) -> Result:
+    from pgqueuer import Queries
 
-    async with await _pgq_connect(args.dsn) as conn, await _pgq_connect(args.dsn) as econn:
-        pgq, done = _pgq_app(conn)
-        queries = Queries(PsycopgDriver(econn))
+    async with (
+        pgq_driver(args.dsn, args.driver) as wdriver,
+        pgq_driver(args.dsn, args.driver) as edriver,
+    ):
+        pgq, done = _pgq_app(wdriver)
+        queries = Queries(edriver)
         worker = asyncio.create_task(
             pgq.run(batch_size=args.concurrency, dequeue_timeout=timedelta(seconds=10))
         )
         await asyncio.sleep(2.0)  # let it start, find nothing, and sit in LISTEN
-        for _ in range(args.samples):
-            await queries.enqueue(ENTRYPOINT, None, 0)
+        for i in range(args.samples):
+            await queries.enqueue(ENTRYPOINT, payload(i), 0)
             await asyncio.sleep(args.spacing)
         deadline = time.monotonic() + 30
         while done["n"] < args.samples and time.monotonic() < deadline:
@@ -98,19 +186,18 @@ async def pgq_latency(args: argparse.Namespace) -> dict:
         pgq.shutdown.set()
         await asyncio.wait_for(worker, 30)
         log_table = os.environ.get("PGQUEUER_PREFIX", "") + "pgqueuer_log"
-        cur = await econn.execute(
-            f"SELECT extract(epoch FROM p.created - q.created) FROM {log_table} q"
-            f" JOIN {log_table} p ON p.job_id = q.job_id"
+        rows = await edriver.fetch(
+            f"SELECT extract(epoch FROM p.created - q.created)::float8 AS latency"
+            f" FROM {log_table} q JOIN {log_table} p ON p.job_id = q.job_id"
             " WHERE q.status = 'queued' AND p.status = 'picked'"
         )
-        latencies = [float(row[0]) for row in await cur.fetchall()]
-    return {"latencies": latencies, "ran": done["n"]}
+    return {"latencies": [float(row["latency"]) for row in rows], "ran": done["n"]}
 
 
 # --- Procrastinate ----------------------------------------------------------------
 
 
-def _procrastinate_app(dsn: str):
+def _procrastinate_app(dsn: str) -> tuple[Any, Any, dict[str, int]]:
     import procrastinate
 
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=dsn))
@@ -123,23 +210,25 @@ def _procrastinate_app(dsn: str):
     return app, noop, done
 
 
-async def procrastinate_setup(args: argparse.Namespace) -> dict:
+async def procrastinate_setup(args: argparse.Namespace) -> Result:
     app, _, _ = _procrastinate_app(args.dsn)
     async with app.open_async():
         await app.schema_manager.apply_schema_async()
-    return {}
+    return {"queue": f"procrastinate {version('procrastinate')}", "driver": "psycopg"}
 
 
-async def procrastinate_enqueue(args: argparse.Namespace) -> dict:
+async def procrastinate_enqueue(args: argparse.Namespace) -> Result:
     app, noop, _ = _procrastinate_app(args.dsn)
     async with app.open_async():
-        for start in range(0, args.tasks, 5000):
-            n = min(5000, args.tasks - start)
-            await noop.batch_defer_async(*({"n": i} for i in range(start, start + n)))
-    return {"enqueued": args.tasks}
+        start = time.perf_counter()
+        for first in range(0, args.tasks, args.batch):
+            last = min(first + args.batch, args.tasks)
+            await noop.batch_defer_async(*({"n": i} for i in range(first, last)))
+        seconds = time.perf_counter() - start
+    return {"enqueued": args.tasks, "seconds": seconds, "runs": [seconds], "per_call": args.batch}
 
 
-async def procrastinate_drain(args: argparse.Namespace) -> dict:
+async def procrastinate_drain(args: argparse.Namespace) -> Result:
     app, _, done = _procrastinate_app(args.dsn)
     async with app.open_async():
         start = time.perf_counter()
@@ -151,7 +240,7 @@ async def procrastinate_drain(args: argparse.Namespace) -> dict:
     return {"seconds": seconds, "ran": done["n"]}
 
 
-ACTIONS = {
+ACTIONS: dict[tuple[str, str], Callable[[argparse.Namespace], Awaitable[Result]]] = {
     ("pgqueuer", "setup"): pgq_setup,
     ("pgqueuer", "enqueue"): pgq_enqueue,
     ("pgqueuer", "drain"): pgq_drain,
@@ -167,7 +256,13 @@ def main() -> None:
     parser.add_argument("queue", choices=["pgqueuer", "procrastinate"])
     parser.add_argument("action", choices=["setup", "enqueue", "drain", "latency"])
     parser.add_argument("--dsn", required=True, help="libpq URI (search_path in options)")
-    parser.add_argument("--tasks", type=int, default=20000)
+    parser.add_argument(
+        "--driver", choices=["asyncpg", "psycopg"], default="asyncpg",
+        help="PGQueuer's driver (default asyncpg); Procrastinate always uses psycopg",
+    )  # fmt: skip
+    parser.add_argument("--tasks", type=int, default=50000)
+    parser.add_argument("--batch", type=int, default=1000, help="jobs per enqueue call")
+    parser.add_argument("--repeat", type=int, default=1, help="enqueue runs; the best counts")
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--spacing", type=float, default=0.02)

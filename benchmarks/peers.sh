@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates benchmarks/.venv-peers: the peer queues bench_worker.py compares jobq with
-# (PGQueuer, Procrastinate, from PyPI) plus jobq itself in editable mode. They live in
-# this virtualenv of their own, never as jobq dependencies.
+# (PGQueuer, with asyncpg, the driver its documentation recommends, and psycopg; and
+# Procrastinate; all from PyPI) plus jobq itself in editable mode. They live in this
+# virtualenv of their own, never as jobq dependencies (asyncpg included).
 #
 #   bash benchmarks/peers.sh
 #
@@ -15,11 +16,11 @@ if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install -q --upgrade pip
-"$venv/bin/python" -m pip install -q pgqueuer procrastinate "psycopg[binary]"
+"$venv/bin/python" -m pip install -q pgqueuer procrastinate asyncpg "psycopg[binary]"
 "$venv/bin/python" -m pip install -q -e "$root"
 "$venv/bin/python" - <<'PY'
 from importlib.metadata import version
-for name in ("jobq", "pgqueuer", "procrastinate", "psycopg", "sqlalchemy"):
+for name in ("jobq", "pgqueuer", "procrastinate", "asyncpg", "psycopg", "sqlalchemy"):
     print(f"{name} {version(name)}")
 PY
 echo "peers ready: $venv/bin/python"

@@ -1,0 +1,295 @@
+"""bench_worker.py's measurements of worker processes: jobq's and the peers' drains and latency.
+
+Every worker is a process of its own, timed from spawn to exit: jobq as ``python -m
+jobq.cli worker --app benchmarks.noop_app:app --burst``, the peers through
+``peer_worker.py`` in benchmarks/.venv-peers (see peers.sh).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import jobq
+from benchmarks._sql import analyze, reset, status_counts
+
+ROOT = Path(__file__).resolve().parent.parent
+APP_PATH = "benchmarks.noop_app:app"
+SYNC_TASK = "bench.noop"  # benchmarks/noop_app.py
+ASYNC_TASK = "bench.noop_async"
+PEERS_PYTHON = ROOT / "benchmarks" / ".venv-peers" / "bin" / "python"
+PEER_SCRIPT = ROOT / "benchmarks" / "peer_worker.py"
+# Jobs per enqueue call when filling a peer's queue before a drain (untimed).
+PEER_FILL_BATCH = 5000
+# Lines of a failed worker's stderr to show.
+STDERR_TAIL = 200
+
+
+def log(message: str) -> None:
+    """Write a progress line to stderr (stdout is kept for the report)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+@dataclass
+class Drain:
+    """One timed drain: ``tasks`` run by one process of ``queue`` in ``seconds``."""
+
+    queue: str
+    database: str
+    concurrency: int
+    tasks: int
+    seconds: float
+    note: str = ""
+    #: Which kind of row this is, for the targets: "jobq", "jobq-quiet", "pgqueuer-asyncpg",
+    #: "pgqueuer-psycopg", "procrastinate", "bare".
+    kind: str = ""
+
+    @property
+    def rate(self) -> float:
+        """Jobs per second, spawn to exit."""
+        return self.tasks / self.seconds
+
+
+@dataclass
+class Latency:
+    """Enqueue->start latencies, in seconds, of one queue."""
+
+    queue: str
+    samples: list[float]
+    note: str = ""
+
+    def pct(self, p: float) -> float:
+        """The nearest-rank ``p``th percentile of the samples."""
+        xs = sorted(self.samples)
+        return xs[min(len(xs) - 1, max(0, round(p / 100 * len(xs)) - 1))]
+
+
+@dataclass
+class WorkerRun:
+    """A jobq worker process that exited 0: its wall time and what it wrote to stderr."""
+
+    seconds: float
+    stderr_lines: int
+    stderr_bytes: int
+
+
+# --- jobq ------------------------------------------------------------------------------
+
+
+def worker_env(url: str) -> dict[str, str]:
+    """Our environment, with jobq's database at ``url`` and the checkout importable."""
+    env = dict(os.environ)
+    env["JOBQ_DATABASE_URL"] = url
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+def jobq_cmd(*args: str) -> list[str]:
+    """A ``jobq`` command line run with this interpreter."""
+    return [sys.executable, "-m", "jobq.cli", *args]
+
+
+def jobq_worker_cmd(*options: str) -> list[str]:
+    """The command line of a jobq worker running benchmarks/noop_app.py."""
+    return jobq_cmd("worker", "--app", APP_PATH, *options)
+
+
+def fill(store: jobq.Store, task: str, n: int) -> None:
+    """Empty the tasks table, then enqueue ``n`` runs of ``task`` and ANALYZE."""
+    reset(store)
+    store.enqueue_many(task, [{"n": i} for i in range(n)])
+    analyze(store)
+
+
+def show_tail(stderr: IO[bytes], what: str) -> None:
+    """Print the last lines written to the file ``stderr`` to our stderr."""
+    stderr.seek(0)
+    lines = stderr.read().decode(errors="replace").splitlines()
+    log(f"--- {what}: last {min(len(lines), STDERR_TAIL)} of {len(lines)} stderr lines ---")
+    for line in lines[-STDERR_TAIL:]:
+        log(line)
+
+
+def run_jobq(url: str, cmd: list[str], timeout: float, *, forward: bool) -> WorkerRun:
+    """Run one jobq command to its exit, timed from spawn to exit.
+
+    Its stderr goes to a temporary file; afterwards it is copied to ours if ``forward``
+    (runs at --log-level warning write only what needs attention). If the command fails
+    or times out, its last stderr lines are printed and RuntimeError is raised.
+    """
+    with tempfile.TemporaryFile() as stderr:
+        start = time.perf_counter()
+        try:
+            proc = subprocess.run(
+                cmd, cwd=ROOT, env=worker_env(url), stderr=stderr, stdout=subprocess.DEVNULL,
+                timeout=timeout,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            show_tail(stderr, "jobq timed out")
+            raise RuntimeError(f"jobq timed out after {timeout} s: {cmd}") from None
+        seconds = time.perf_counter() - start
+        if proc.returncode != 0:
+            show_tail(stderr, f"jobq exited {proc.returncode}")
+            raise RuntimeError(f"jobq exited {proc.returncode}: {cmd}")
+        size = os.fstat(stderr.fileno()).st_size
+        stderr.seek(0)
+        text = stderr.read().decode(errors="replace")
+    if forward and text:
+        log(text.rstrip("\n"))
+    return WorkerRun(seconds, text.count("\n"), size)
+
+
+def jobq_drain(
+    url: str,
+    database: str,
+    queue: str,
+    task: str,
+    n: int,
+    concurrency: int,
+    timeout: float,
+    *,
+    task_logs: bool,
+) -> Drain:
+    """Time one jobq worker draining ``n`` runs of ``task``; check every row ended done.
+
+    With ``task_logs`` the worker keeps its default INFO logging (one line per task start
+    and end, its stderr going to a temporary file), else it runs at --log-level warning.
+    """
+    store = jobq.Store(url)
+    try:
+        store.migrate()
+        options = ["--burst", "--concurrency", str(concurrency)]
+        if not task_logs:
+            options += ["--log-level", "warning"]
+        cmd = jobq_worker_cmd(*options)
+        # Start-up and exit on an empty queue: imports, connecting, registering.
+        reset(store)
+        empty = run_jobq(url, cmd, timeout, forward=not task_logs).seconds
+        fill(store, task, n)
+        log(f"{queue}/{database}: draining {n} tasks at concurrency {concurrency}")
+        run = run_jobq(url, cmd, timeout, forward=not task_logs)
+        counts = status_counts(store)
+        if counts != {"done": n}:
+            raise RuntimeError(f"{queue}/{database}: after the drain the table holds {counts}")
+        with store.engine.connect() as conn:
+            span = conn.exec_driver_sql(
+                "SELECT min(started_at), max(finished_at) FROM jobq_tasks"
+            ).one()
+        span_s = (span[1] - span[0]).total_seconds() if database != "SQLite" else None
+        # MySQL has no LISTEN / NOTIFY: its workers poll.
+        note = "polling; " if database in ("MariaDB", "MySQL") else ""
+        note += f"empty-queue start+exit {empty:.2f} s"
+        if span_s:
+            note += f"; first start to last finish {span_s:.2f} s ({n / span_s:,.0f}/s)"
+        if task_logs:
+            note += (
+                f"; stderr to a file: {run.stderr_lines:,} lines, {run.stderr_bytes / 1e6:.1f} MB"
+            )
+        kind = "jobq" if task_logs else "jobq-quiet"
+        return Drain(queue, database, concurrency, n, run.seconds, note, kind)
+    finally:
+        store.dispose()
+
+
+def jobq_latency(url: str, samples: int, spacing: float, timeout: float) -> Latency:
+    """Enqueue->start latency of an idle jobq worker woken by LISTEN/NOTIFY, logs on."""
+    store = jobq.Store(url)
+    store.migrate()
+    reset(store)
+    cmd = jobq_worker_cmd("--concurrency", "10", "--poll-interval", "10")
+    with tempfile.TemporaryFile() as stderr:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=worker_env(url), stderr=stderr)
+        try:
+            time.sleep(3.0)  # imported, registered, LISTENing, found nothing: now idle
+            for i in range(samples):
+                store.enqueue(SYNC_TASK, {"n": i})
+                time.sleep(spacing)
+            deadline = time.monotonic() + timeout
+            while status_counts(store).get("done", 0) < samples:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    show_tail(stderr, "jobq latency worker")
+                    raise RuntimeError(f"jobq latency: only {status_counts(store)} after waiting")
+                time.sleep(0.05)
+            with store.engine.connect() as conn:
+                rows = conn.exec_driver_sql(
+                    "SELECT extract(epoch FROM started_at - created_at) FROM jobq_tasks"
+                ).all()
+            return Latency("jobq (logs on)", [float(r[0]) for r in rows])
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            if proc.returncode not in (0, -signal.SIGTERM, -signal.SIGKILL):
+                show_tail(stderr, f"jobq latency worker exited {proc.returncode}")
+            store.dispose()
+
+
+# --- peers -----------------------------------------------------------------------------
+
+
+def peer(queue: str, action: str, dsn: str, timeout: float, **options: Any) -> dict[str, Any]:
+    """Run one peer_worker.py action in the peers' virtualenv; its JSON result."""
+    cmd = [str(PEERS_PYTHON), str(PEER_SCRIPT), queue, action, "--dsn", dsn]
+    for key, value in options.items():
+        cmd += [f"--{key}", str(value)]
+    env = dict(os.environ, PGQUEUER_PREFIX="bench_")  # its own tables and NOTIFY channel
+    out = subprocess.run(
+        cmd, cwd=ROOT, env=env, check=True, timeout=timeout, stdout=subprocess.PIPE, text=True
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def peer_label(queue: str, driver: str | None) -> str:
+    """The row label of a peer: PGQueuer names its driver."""
+    return f"{queue} ({driver})" if driver else queue
+
+
+def peer_drain(
+    queue: str, driver: str | None, dsn: str, n: int, concurrency: int, timeout: float
+) -> tuple[Drain, dict[str, Any]]:
+    """Time one peer worker process draining ``n`` no-op jobs; check it ran them all.
+
+    Also returns the versions the peer's setup reported. ``driver`` is PGQueuer's
+    (asyncpg or psycopg); None for Procrastinate.
+    """
+    extra = {"driver": driver} if driver else {}
+    versions = peer(queue, "setup", dsn, timeout, **extra)
+    peer(queue, "enqueue", dsn, timeout, tasks=n, batch=PEER_FILL_BATCH, **extra)
+    label = peer_label(queue, driver)
+    log(f"{label}: draining {n} tasks at concurrency {concurrency}")
+    start = time.perf_counter()
+    result = peer(queue, "drain", dsn, timeout, concurrency=concurrency, **extra)
+    seconds = time.perf_counter() - start
+    if result["ran"] != n:
+        raise RuntimeError(f"{label}: ran {result['ran']} of {n}")
+    note = f"worker call alone {result['seconds']:.2f} s ({n / result['seconds']:,.0f}/s)"
+    if queue == "pgqueuer":
+        note = f"batch_size={concurrency}; " + note
+    else:
+        note = f"concurrency={concurrency}; " + note
+    kind = f"{queue}-{driver}" if driver else queue
+    return Drain(label, "PostgreSQL", concurrency, n, seconds, note, kind), versions
+
+
+def pgqueuer_latency(
+    driver: str, dsn: str, samples: int, spacing: float, timeout: float
+) -> Latency:
+    """Enqueue->start latency of an idle PGQueuer worker woken by LISTEN/NOTIFY."""
+    peer("pgqueuer", "setup", dsn, timeout, driver=driver)
+    result = peer(
+        "pgqueuer", "latency", dsn, timeout, samples=samples, spacing=spacing, driver=driver
+    )
+    if result["ran"] != samples or len(result["latencies"]) != samples:
+        raise RuntimeError(f"pgqueuer latency: ran {result['ran']} of {samples}")
+    return Latency(peer_label("pgqueuer", driver), result["latencies"])
