@@ -5,24 +5,48 @@ A part of Store (mixed in); it runs on the Store's database.
 
 from __future__ import annotations
 
+import logging
+import time
+import weakref
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from jobq.database import Database
 from jobq.dialects import Dialect
-from jobq.errors import InvalidOption, PayloadTooLarge
+from jobq.errors import InvalidOption, JobqError, PayloadTooLarge, first_line
 from jobq.payload import check_args, encode_args
 from jobq.prepared import Prepared
 from jobq.tasks import as_utc
 from jobq.validation import INT32, check_datetime, check_int, check_key, check_seconds
 
+log = logging.getLogger("jobq.enqueue")
+
 # enqueue_many sends at most this many rows per statement.
 _BATCH = 5000
 # Bytes a row of a bulk insert takes besides its arguments and names, at most.
 _ROW_BYTES = 512
+
+
+@dataclass
+class _Load:
+    """Tasks counted towards a bulk load, and the count at which statistics are refreshed next."""
+
+    rows: int
+    refresh_at: int
+    #: time.monotonic() when tasks were last counted.
+    last: float
+
+
+# Per caller's transaction, and per Database for what a Store enqueued on its own; weakly:
+# a transaction that ended takes its count with it.
+_LOADS: weakref.WeakKeyDictionary[Any, _Load] = weakref.WeakKeyDictionary()
+# Seconds without a bulk enqueue after which a Store's own next one begins a new load.
+_LOAD_GAP = 60.0
 
 
 class Enqueuer:
@@ -50,7 +74,7 @@ class Enqueuer:
         """Add one task and return its id; with ``unique_key``, the id of the task holding it.
 
         Given ``connection``, the row is written in the caller's transaction and commits or
-        rolls back with it.
+        rolls back with it, and counts towards a bulk load in it (see enqueue_many).
         """
         checked = check_args(name, args)
         text = encode_args(name, checked)
@@ -66,7 +90,10 @@ class Enqueuer:
             insert = self.db.prepare(
                 ("insert", timing), lambda: self.dialect.insert_statement(timing)
             )
-            return self.db.insert(insert, params, connection=connection)[0]
+            task_id = self.db.insert(insert, params, connection=connection)[0]
+            if connection is not None:
+                self._loaded(connection, 1)
+            return task_id
 
         def insert_or_find(conn: Connection) -> int:
             # Repeated in case the holder finishes between the insert and the look-up.
@@ -78,7 +105,10 @@ class Enqueuer:
                     return task_id
             raise RuntimeError(f"unique_key {unique_key!r} kept changing hands; try again")
 
-        return self.db.write(insert_or_find, connection)
+        task_id = self.db.write(insert_or_find, connection)
+        if connection is not None:
+            self._loaded(connection, 1)
+        return task_id
 
     def enqueue_many(
         self,
@@ -100,6 +130,14 @@ class Enqueuer:
 
         Rows travel in one statement per batch of 5,000. With ``unique_key``, all entries
         name the same task, so every id returned is that one task's.
+
+        A bulk load also refreshes the database's statistics of the tasks table where its
+        planner needs them (PostgreSQL), so that capture is planned for the tasks that wait
+        and not for an empty table: once a caller's transaction has enqueued 10,000 tasks,
+        in calls of either method given the same ``connection`` (as `jobq enqueue --file`
+        does), in that transaction; once calls of this method without one have enqueued
+        10,000 through this Store (with no pause of a minute or more), after them. Again
+        each time the count has grown tenfold.
         """
         args_list = list(args_list)
         row_bytes = _ROW_BYTES + 2 * sum(len(str(v)) for v in (name, queue, lock_key))
@@ -124,16 +162,55 @@ class Enqueuer:
             ("insert many", timing), lambda: self.dialect.insert_many_statement(timing)
         )
         if len(batches) == 1 and connection is None:
-            return self._insert_batch(insert, params, batches[0])
-        return self.db.write(
-            lambda conn: [
-                task_id
-                for batch in batches
-                for task_id in self._insert_batch(insert, params, batch, conn)
-            ],
-            connection,
-            atomic=True,
-        )
+            ids = self._insert_batch(insert, params, batches[0])
+        else:
+            ids = self.db.write(
+                lambda conn: [
+                    task_id
+                    for batch in batches
+                    for task_id in self._insert_batch(insert, params, batch, conn)
+                ],
+                connection,
+                atomic=True,
+            )
+        self._loaded(connection, len(ids))
+        return ids
+
+    def _loaded(self, connection: Connection | None, rows: int) -> None:
+        """Count ``rows`` tasks just enqueued, in the caller's transaction (``connection``)
+        or by this Store in bulk on its own (committed; a pause of _LOAD_GAP seconds starts
+        that count again). Once either count reaches the dialect's bulk_load_rows, and
+        again each time it has grown tenfold since, refresh the planner's statistics of
+        the tasks table: in that transaction, whose rows they then include, or on their own.
+
+        The first refresh already shows the planner that tasks wait; the later ones keep
+        the statistics in step with a load that goes on growing, at a cost that stays a
+        small part of the load's (each samples at most the same number of rows).
+        """
+        first = self.dialect.bulk_load_rows
+        key = self.db if connection is None else connection.get_transaction()
+        if first is None or key is None:
+            return
+        now = time.monotonic()
+        load = _LOADS.get(key)
+        if load is None or (connection is None and now - load.last > _LOAD_GAP):
+            load = _LOADS[key] = _Load(0, first, now)
+        load.rows += rows
+        load.last = now
+        if load.rows < load.refresh_at:
+            return
+        load.refresh_at = load.rows * 10
+        # Only a help to the planner: the tasks are enqueued whether or not it works.
+        try:
+            if connection is None:
+                self.db.write(self.dialect.refresh_statistics)
+            else:
+                with connection.begin_nested():  # a failure must not abort the caller's work
+                    self.dialect.refresh_statistics(connection)
+        except (sa.exc.DBAPIError, JobqError) as error:
+            log.warning(
+                "could not refresh the statistics of the tasks table: %s", first_line(error)
+            )
 
     def _fitting(self, name: str, args_list: list[Any], offset: int, row_bytes: int) -> list[Any]:
         """``args_list`` encoded in as few batches as the database takes in one statement;

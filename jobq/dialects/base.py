@@ -61,6 +61,11 @@ class Dialect(CapturePredicates):
     #: Seconds a migration waits for another one to finish before it gives up.
     migration_lock_wait: ClassVar[float] = 3600.0
 
+    #: Tasks one transaction enqueues before jobq refreshes the planner's statistics of the
+    #: tasks table (refresh_statistics), and again at each tenfold; None where the database
+    #: plans jobq's statements well whatever its statistics say.
+    bulk_load_rows: ClassVar[int | None] = None
+
     def __init__(self) -> None:
         self._statements: dict[Any, Any] = {}
 
@@ -345,6 +350,10 @@ class Dialect(CapturePredicates):
         the database cannot; the Store then runs the two in one transaction.
         """
         return None
+
+    def refresh_statistics(self, conn: Connection) -> None:
+        """Bring the planner's statistics of the tasks table up to date, on ``conn`` and in
+        its transaction, after a bulk load (see bulk_load_rows)."""
 
     def update_returning_ids(
         self, conn: Connection, stmt: sa.Update, params: dict[str, Any]

@@ -135,6 +135,30 @@ class PostgresDialect(Dialect):
             .values(**self.capture_values(named_leases=named_leases, now=started))
         )
 
+    # Right after a bulk load the planner has no statistics of the new rows (autovacuum
+    # analyses some time later, if at all), or statistics from before that say nothing
+    # waits. It then believes a handful of rows are capturable and plans capture as a
+    # bitmap scan of every waiting row and a sort of them all (350 ms a capture after a
+    # load of a million: benchmarks/unanalysed_drain.py), and may record ends by scanning a
+    # capture index rather than looking the ids up. No statement shape takes that choice
+    # away: a LIMIT over an ordered index walk is weighed against a bitmap and a sort by the
+    # estimated number of matching rows alone, and PostgreSQL takes no plan hints. So after
+    # a bulk load jobq brings the statistics up to date itself (Enqueuer._loaded): ANALYZE
+    # samples at most 30,000 rows, whatever the table's size (0.15 s for a million here).
+    bulk_load_rows = 10_000
+
+    def refresh_statistics(self, conn: Connection) -> None:
+        # In a caller's loading transaction ANALYZE samples the rows it wrote, uncommitted,
+        # and the statistics commit (or roll back) with them; after a Store's own loads it
+        # runs on its own. SKIP_LOCKED: should another ANALYZE or a VACUUM of the table be
+        # under way, skip rather than wait, which would hold up the load (and could
+        # deadlock with it). A role that does not own the table is only warned, and
+        # analyses nothing.
+        if (conn.dialect.server_version_info or (0,)) < (12,):
+            return  # no SKIP_LOCKED before PostgreSQL 12: such a server keeps to autovacuum
+        table = conn.dialect.identifier_preparer.format_table(tasks)
+        conn.exec_driver_sql(f"ANALYZE (SKIP_LOCKED) {table}")
+
     def complete_and_capture_statement(
         self, record: sa.Update, queue_count: int | None, named_leases: int | None
     ) -> sa.Executable:
