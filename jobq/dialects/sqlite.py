@@ -112,6 +112,13 @@ class SQLiteDialect(Dialect):
         rows = sa.func.json_each(array).table_valued("key", "value")
         return rows.c.value, rows.c.key
 
+    def id_among(self, ids: sa.Select[Any]) -> sa.ColumnElement[bool]:
+        # The UPDATE joins the records on the rowid already. With an IN (SELECT ...) of
+        # them as well, SQLite looks the rows up by it and then scans every record for each
+        # row (json_each has no index): a batch of 100 ends cost 100 times 100 records read,
+        # 75 us a task. Without it, it walks the records once, each row found by rowid.
+        return sa.true()
+
     def json_records(
         self, array: sa.BindParameter[str], fields: Sequence[tuple[str, Any]]
     ) -> sa.FromClause:
