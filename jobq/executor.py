@@ -12,12 +12,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from jobq.logs import in_and_at
+from jobq.logs import RecordMaker, in_and_at
 from jobq.payload import result_problem
 from jobq.registry import Registry, TaskDefinition
 from jobq.tasks import Status, Task, Undecodable
 
 log = logging.getLogger("jobq.task")
+# Each run logs its start and its end: two lines per task, made the cheap way.
+_start_lines = RecordMaker(log)
+_end_lines = RecordMaker(log)
 
 _current_task: contextvars.ContextVar[Task | None] = contextvars.ContextVar(
     "jobq_current_task", default=None
@@ -128,9 +131,9 @@ def _log_start(definition: TaskDefinition, attempt: int, task: Task | None) -> f
     """Log a run's start (one line); its start on the perf_counter clock."""
     if log.isEnabledFor(logging.INFO):
         fields = _fields(definition, attempt, task)
-        log.info(
-            "task %s %s attempt %d started", fields["task_id"], definition.name, attempt,
-            extra=fields,
+        _start_lines.log(
+            logging.INFO, "task %s %s attempt %d started",
+            (fields["task_id"], definition.name, attempt), fields,
         )  # fmt: skip
     return time.perf_counter()
 
@@ -164,14 +167,14 @@ def _log_end(
         why = f": {fields['error']}"
     if outcome.status is Status.FAILED:
         ended = _failure_words(duration_ms, attempt, task, outcome, fields)
-        log.log(
-            level, "task %s %s %s%s", fields["task_id"], definition.name, ended, why, extra=fields
+        _end_lines.log(
+            level, "task %s %s %s%s", (fields["task_id"], definition.name, ended, why), fields
         )
         return
-    log.log(
+    _end_lines.log(
         level, "task %s %s attempt %d %s in %s ms%s",
-        fields["task_id"], definition.name, attempt, outcome.status.value, duration_ms, why,
-        extra=fields,
+        (fields["task_id"], definition.name, attempt, outcome.status.value, duration_ms, why),
+        fields,
     )  # fmt: skip
 
 

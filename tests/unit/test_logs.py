@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import logging
+import sys
 import threading
 import time
 from collections import Counter
@@ -12,7 +13,14 @@ from datetime import datetime
 
 import pytest
 
-from jobq.logs import LineBuffer, TextFormatter, in_and_at, seconds, stopped_summary
+from jobq.logs import (
+    LineBuffer,
+    RecordMaker,
+    TextFormatter,
+    in_and_at,
+    seconds,
+    stopped_summary,
+)
 
 
 def test_delays_read_as_seconds_under_a_minute_and_units_beyond() -> None:
@@ -47,6 +55,79 @@ def test_the_text_formatter_writes_the_time_as_logging_formatter_does() -> None:
         record.created = start + offset
         record.msecs = (record.created - int(record.created)) * 1000
         assert cached.format(record) == plain.format(record)
+    failed = logging.makeLogRecord({"msg": "boom", "levelname": "ERROR"})
+    try:
+        raise ValueError("x")
+    except ValueError:
+        failed.exc_info = sys.exc_info()
+    assert cached.format(failed) == plain.format(failed)
+    assert "ValueError: x" in cached.format(failed)
+
+
+class Keep(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+def kept() -> tuple[logging.Logger, Keep]:
+    keep = Keep()
+    logger = logging.getLogger(f"jobq.test.maker.{id(keep)}")
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    logger.addHandler(keep)
+    return logger, keep
+
+
+def test_a_record_maker_makes_the_record_logger_log_makes(
+    kept: tuple[logging.Logger, Keep],
+) -> None:
+    """Every attribute of Logger.log's record, but the time and the line, from any thread."""
+    logger, keep = kept
+    maker = RecordMaker(logger)
+    fields = {"task_id": 7, "task": "t", "queue": "q", "attempt": 2}
+
+    def both() -> None:
+        for _ in range(2):  # the second call copies what the first took
+            maker.log(logging.INFO, "task %s %s", (7, "t"), fields)
+        logger.log(logging.INFO, "task %s %s", 7, "t", extra=fields)
+
+    both()
+    thread = threading.Thread(target=both, name="another")
+    thread.start()
+    thread.join()
+    assert len(keep.records) == 6
+    changing = {"created", "msecs", "relativeCreated", "lineno"}
+    for group in (keep.records[:3], keep.records[3:]):
+        expected = {k: v for k, v in vars(group[2]).items() if k not in changing}
+        for made in group[:2]:
+            assert type(made) is logging.LogRecord
+            assert {k: v for k, v in vars(made).items() if k not in changing} == expected
+            assert made.getMessage() == "task 7 t"
+            assert abs(made.created - group[2].created) < 5
+            assert made.msecs == int((made.created - int(made.created)) * 1000)
+    assert keep.records[3].threadName == "another"
+
+
+def test_a_record_maker_keeps_to_the_level_and_to_a_record_factory(
+    kept: tuple[logging.Logger, Keep], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logger, keep = kept
+    maker = RecordMaker(logger)
+    maker.log(logging.DEBUG, "hidden", (), {})
+    assert keep.records == []
+
+    class Marked(logging.LogRecord):
+        pass
+
+    monkeypatch.setattr(logging, "_logRecordFactory", Marked)
+    maker.log(logging.INFO, "shown %d", (1,), {"task_id": 1})
+    (record,) = keep.records
+    assert type(record) is Marked and record.getMessage() == "shown 1" and record.task_id == 1
 
 
 class Stream(io.StringIO):
