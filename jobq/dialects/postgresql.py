@@ -8,9 +8,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psycopg
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg
 from sqlalchemy.engine import Connection, Engine
@@ -24,6 +23,9 @@ from jobq.errors import LockNotAcquired, first_line
 from jobq.outage import Outage
 from jobq.prepared import RowReader
 from jobq.schema import LOCK_KEY_HELD, tasks
+
+if TYPE_CHECKING:
+    import psycopg
 
 c = tasks.c
 log = logging.getLogger("jobq.listen")
@@ -254,6 +256,8 @@ def _listen_until_stopped(
     one line. While no connection can be made, ``outage`` hears of it (it logs the start
     and the end of the outage, once each) and tries again after growing pauses.
     """
+    import psycopg  # here: a worker on another database need not import it (80 ms)
+
     conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
     pause = 0.0
     lost: psycopg.Error | None = None  # what ended the last connection, not yet logged

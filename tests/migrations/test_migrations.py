@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -127,3 +130,22 @@ def test_downgrade_to_base_then_upgrade_round_trips(empty_url: str) -> None:
     task_id = store.enqueue("t", {"ok": True})
     assert store.get(task_id) is not None
     store.dispose()
+
+
+def test_head_is_the_newest_script() -> None:
+    """check() compares with HEAD without Alembic: it must name the newest script."""
+    assert migrations.HEAD == migrations.head()
+
+
+def test_checking_a_migrated_database_imports_no_alembic(tmp_path: Path) -> None:
+    """A worker's start on a database at HEAD does without Alembic (a tenth of a second)."""
+    url = f"sqlite:///{tmp_path / 'jobq.db'}"
+    jobq.Store(url).migrate()
+    code = (
+        "import sys, jobq; jobq.Store(sys.argv[1]).check_schema();"
+        " print(sorted(m for m in sys.modules if m.split('.')[0] in ('alembic', 'mako')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, url], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]", out
