@@ -252,15 +252,19 @@ def encode_completions(completions: Sequence[Completion], backoff: Backoff, room
     records = []
     seen: set[tuple[int, int]] = set()
     for given in completions:
-        check_end(
+        status = check_end(
             given.id, given.attempt, given.status, error=given.error, run_at=None,
             retry_delay=given.retry_delay,
         )  # fmt: skip
-        if (given.id, given.attempt) in seen:
+        fence = (given.id, given.attempt)
+        if fence in seen:
             continue
-        seen.add((given.id, given.attempt))
-        done, result_text = storable_end(given, room)
-        status = Status.parse(done.status)
+        seen.add(fence)
+        if given.result is None and given.error is None:
+            done, result_text = given, None  # nothing to make storable (most ends)
+        else:
+            done, result_text = storable_end(given, room)
+            status = Status.parse(done.status)
         ends.append(done)
         records.append(
             {

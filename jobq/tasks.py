@@ -23,6 +23,8 @@ class Status(enum.StrEnum):
     @classmethod
     def parse(cls, value: str | Status) -> Status:
         """Return the Status named by ``value``, or raise UnknownStatus naming it."""
+        if type(value) is cls:  # a worker's own ends: no lookup
+            return value
         try:
             return cls(value)
         except ValueError:
