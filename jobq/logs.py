@@ -13,6 +13,7 @@ import os
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -151,14 +152,25 @@ class LineBuffer(logging.StreamHandler):  # type: ignore[type-arg]
     A line waits at most ``_BUFFERED_SECONDS`` (a thread of the handler writes it), and a
     warning or worse is written at once with the lines before it. logging.shutdown, run at
     exit, writes what is left; a process killed with SIGKILL loses the last moment's lines.
+
+    Lines are made and queued without the handler's lock, which only writing takes: the
+    slot threads of a worker log at once, and a lock held across formatting made them
+    queue up behind one another (and behind the thread scheduler).
     """
 
     def __init__(self, stream: Any = None) -> None:
         super().__init__(stream)
-        self._lines: list[str] = []
+        # deque: appends and pops from different threads lose nothing, without a lock.
+        self._lines: deque[str] = deque()
         self._pending = threading.Event()
         self._writer: threading.Thread | None = None
         self._writer_pid = 0
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        rv = self.filter(record)
+        if rv:
+            self.emit(record)
+        return bool(rv)
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -166,11 +178,10 @@ class LineBuffer(logging.StreamHandler):  # type: ignore[type-arg]
         except Exception:
             self.handleError(record)
             return
-        # Called with the handler's lock held (Handler.handle): one emit at a time.
         self._lines.append(line + self.terminator)
         if record.levelno >= logging.WARNING or len(self._lines) >= _BUFFERED_LINES:
-            self._write()
-        elif len(self._lines) == 1:
+            self.flush()
+        elif not self._pending.is_set():
             self._wake_writer()
 
     def flush(self) -> None:
@@ -178,10 +189,16 @@ class LineBuffer(logging.StreamHandler):  # type: ignore[type-arg]
             self._write()
 
     def _write(self) -> None:
-        if not self._lines:
+        """Write the lines queued (with the lock held: one writer at a time)."""
+        lines = []
+        try:
+            while True:
+                lines.append(self._lines.popleft())
+        except IndexError:
+            pass
+        if not lines:
             return
-        text = "".join(self._lines)
-        self._lines.clear()
+        text = "".join(lines)
         try:
             self.stream.write(text)
             self.stream.flush()
@@ -191,17 +208,20 @@ class LineBuffer(logging.StreamHandler):  # type: ignore[type-arg]
     def _wake_writer(self) -> None:
         # A forked child has no thread of its parent's: it starts its own.
         if self._writer is None or self._writer_pid != os.getpid():
-            self._writer_pid = os.getpid()
-            self._writer = threading.Thread(
-                target=self._write_pending, name="jobq-log-writer", daemon=True
-            )
-            self._writer.start()
+            with self.lock:  # type: ignore[union-attr]
+                if self._writer is None or self._writer_pid != os.getpid():
+                    self._writer_pid = os.getpid()
+                    self._writer = threading.Thread(
+                        target=self._write_pending, name="jobq-log-writer", daemon=True
+                    )
+                    self._writer.start()
         self._pending.set()
 
     def _write_pending(self) -> None:
         while True:
             self._pending.wait()
             time.sleep(_BUFFERED_SECONDS)  # let the lines of this moment gather
+            # Cleared before the lines are taken: a line queued after this sets it again.
             self._pending.clear()
             self.flush()
 

@@ -186,3 +186,31 @@ def test_flush_writes_what_is_buffered(buffered: tuple[logging.Logger, LineBuffe
     logger.info("last words")
     handler.flush()
     assert stream.getvalue() == "INFO last words\n"
+
+
+def test_lines_logged_from_many_threads_at_once_are_all_written_in_each_threads_order(
+    buffered: tuple[logging.Logger, LineBuffer, Stream],
+) -> None:
+    """Lines are queued without the handler's lock: none may be lost or reordered within a
+    thread, whether the writer thread, a full buffer or a warning writes them."""
+    logger, handler, stream = buffered
+    threads, lines = 8, 3000
+
+    def log_lines(t: int) -> None:
+        for i in range(lines):
+            if i % 997 == 0:
+                logger.warning("t%d %d", t, i)
+            else:
+                logger.info("t%d %d", t, i)
+
+    workers = [threading.Thread(target=log_lines, args=(t,)) for t in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    handler.flush()
+    written = stream.getvalue().splitlines()
+    assert len(written) == threads * lines
+    for t in range(threads):
+        mine = [int(line.split()[-1]) for line in written if line.split()[1] == f"t{t}"]
+        assert mine == list(range(lines))
