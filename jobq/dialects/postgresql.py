@@ -42,6 +42,10 @@ _MIGRATION_KEY = int.from_bytes(
 )
 
 
+#: The session setting jobq's own connections start with (see engine_options).
+_GENERIC_PLANS = "-c plan_cache_mode=force_generic_plan"
+
+
 class PostgresDialect(Dialect):
     name = "postgresql"
     one_statement_autocommit = True
@@ -52,6 +56,17 @@ class PostgresDialect(Dialect):
         if url.drivername in ("postgresql", "postgres"):
             return url.set(drivername="postgresql+psycopg")
         return url
+
+    def engine_options(self, url: sa.URL) -> dict[str, Any]:
+        # psycopg prepares a statement it has run 5 times; PostgreSQL then plans it once
+        # for any parameters (a generic plan) only if that plan's estimate is no worse
+        # than the plans it made for the values given. A generic plan cannot know a
+        # LIMIT's value and costs capture for a tenth of the table, so PostgreSQL kept
+        # planning a worker's turn anew, 2.4 ms of its 6 (benchmarks/README.md). jobq's
+        # statements are planned generically well (tests/dialects/test_capture_plan.py
+        # checks capture's generic plans), so its own connections always use them.
+        options = " ".join(filter(None, [url.query.get("options"), _GENERIC_PLANS]))
+        return {"connect_args": {"options": options}}
 
     def prepare_raw(self, raw: Any) -> None:
         raw.autocommit = True  # each statement Database.run sends is atomic on its own
