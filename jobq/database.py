@@ -75,6 +75,7 @@ class Database:
                 # ValueError: a query argument the driver's dialect cannot read (?timeout=x).
                 reason = scrub(first_line(error), given)
                 raise InvalidDatabaseURL(url=safe_url(given), reason=reason) from None
+            self.dialect.configure_own_engine(engine)
         self.dialect.configure_engine(engine)
         self.engine: Engine = engine
         # The URL as given: where it held a raw '@', its text shows what parsing lost.

@@ -98,6 +98,10 @@ class Dialect(CapturePredicates):
     def configure_engine(self, engine: Engine) -> None:
         """Install whatever per-connection setup jobq relies on (idempotent)."""
 
+    def configure_own_engine(self, engine: Engine) -> None:
+        """Set up an engine jobq created itself from a URL: session settings that would
+        not be jobq's to change on an engine the application passed in."""
+
     def room(self, engine: Engine) -> Room:
         """How many bytes one statement's parameters may take on ``engine``'s database."""
         return GIGABYTE

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from sqlalchemy import event
 from sqlalchemy.dialects import postgresql as pg
 from sqlalchemy.engine import Connection, Engine
 
@@ -42,8 +43,10 @@ _MIGRATION_KEY = int.from_bytes(
 )
 
 
-#: The session setting jobq's own connections start with (see engine_options).
-_GENERIC_PLANS = "-c plan_cache_mode=force_generic_plan"
+def _use_generic_plans(dbapi_connection: Any, _record: Any) -> None:
+    if dbapi_connection.info.server_version >= 120000:  # plan_cache_mode is new in 12
+        dbapi_connection.execute("SET plan_cache_mode = force_generic_plan")
+        dbapi_connection.commit()
 
 
 class PostgresDialect(Dialect):
@@ -57,16 +60,15 @@ class PostgresDialect(Dialect):
             return url.set(drivername="postgresql+psycopg")
         return url
 
-    def engine_options(self, url: sa.URL) -> dict[str, Any]:
+    def configure_own_engine(self, engine: Engine) -> None:
         # psycopg prepares a statement it has run 5 times; PostgreSQL then plans it once
         # for any parameters (a generic plan) only if that plan's estimate is no worse
         # than the plans it made for the values given. A generic plan cannot know a
         # LIMIT's value and costs capture for a tenth of the table, so PostgreSQL kept
-        # planning a worker's turn anew, 2.4 ms of its 6 (benchmarks/README.md). jobq's
-        # statements are planned generically well (tests/dialects/test_capture_plan.py
-        # checks capture's generic plans), so its own connections always use them.
-        options = " ".join(filter(None, [url.query.get("options"), _GENERIC_PLANS]))
-        return {"connect_args": {"options": options}}
+        # planning a worker's turn anew, 2.4 ms of its 6. jobq's statements are planned
+        # generically well (tests/dialects/test_capture_plan.py checks capture's generic
+        # plans), so its own connections always use them (PostgreSQL 12 and later).
+        event.listen(engine, "connect", _use_generic_plans)
 
     def prepare_raw(self, raw: Any) -> None:
         raw.autocommit = True  # each statement Database.run sends is atomic on its own

@@ -256,3 +256,21 @@ def test_prepared_unique_enqueue_keeps_working(store: jobq.Store) -> None:
     for i in range(12):
         store.enqueue("t", {}, unique_key=f"k{i}")
         assert len(store.capture(1, worker_id="w")) == 1
+
+
+def test_jobqs_own_postgresql_connections_use_generic_plans(
+    store: jobq.Store, backend: str
+) -> None:
+    """A generic plan is made once per prepared statement: without it PostgreSQL planned
+    every worker turn anew. An engine the application passes in keeps its own setting."""
+    if backend != "postgresql":
+        pytest.skip("plan_cache_mode is PostgreSQL's")
+    own = jobq.Store(store.engine.url)
+    given = jobq.Store(sa.create_engine(store.engine.url))
+    try:
+        for each, expected in ((own, "force_generic_plan"), (given, "auto")):
+            with each.engine.connect() as conn:
+                assert conn.exec_driver_sql("SHOW plan_cache_mode").scalar() == expected
+    finally:
+        own.dispose()
+        given.dispose()
