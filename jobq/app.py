@@ -209,7 +209,8 @@ class App:
         task applies its own definition's.
         """
         definition = self.definition(name)
-        arguments = definition.check_arguments(kwargs)
+        # Store.enqueue encodes them (once) before it writes anything.
+        arguments = definition.check_arguments(kwargs, json=False)
         options = definition.row_options(arguments)
         options.update(_given(queue=queue, priority=priority))
         task_id = self.store.enqueue(

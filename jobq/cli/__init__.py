@@ -36,6 +36,7 @@ from jobq.cli.run_worker import worker
 from jobq.cli.task_file import enqueue_file
 from jobq.durations import format_duration
 from jobq.errors import JobqError
+from jobq.registry import TaskDefinition
 from jobq.store import Store
 from jobq.tasks import Status, Task
 
@@ -125,7 +126,7 @@ def enqueue(
         raise click.UsageError("give a task NAME or --file")
     with clear_errors():
         app = None if app_path is None else load_app(app_path)
-        resolve = None if app is None else functools.partial(_with_definition, app)
+        resolve = None if app is None else functools.partial(_with_definition, app, {})
         if task_file is None:
             assert name is not None
             line = TaskLine(name, kwargs or {}, tuple(options.items()))
@@ -140,13 +141,32 @@ def enqueue(
         click.echo(_not_applied(name, set(options)), err=True)
 
 
-def _with_definition(app: App, line: TaskLine) -> TaskLine:
+#: _with_definition's options by (definition, line options), for tasks without templates.
+SharedOptions = dict[tuple[int, tuple[tuple[str, Any], ...]], tuple[tuple[str, Any], ...]]
+
+
+def _with_definition(app: App, shared: SharedOptions, line: TaskLine) -> TaskLine:
     """``line`` checked against its task's definition in ``app``, with the definition's
-    row options where the line gives none; UnknownTask or InvalidTaskArguments if wrong."""
+    row options where the line gives none; UnknownTask or InvalidTaskArguments if wrong.
+    ``shared`` keeps the options of lines that need no templates formatted, per call."""
     definition = app.definition(line.name)
-    arguments = definition.check_arguments(line.kwargs)
-    options = {**definition.row_options(arguments), **dict(line.options)}
-    return TaskLine(definition.name, arguments, tuple(options.items()))
+    # Not encoded here: the Store encodes them before it writes, and names the culprit.
+    arguments = definition.check_arguments(line.kwargs, json=False)
+    if definition.unique is None and definition.lock is None:
+        # The same options for every line of this task and these line options: made once
+        # (a file holds a million lines of a few kinds).
+        key = (id(definition), line.options)  # the app holds its definitions meanwhile
+        options = shared.get(key)
+        if options is None:
+            options = shared[key] = _options(definition, arguments, line)
+        return TaskLine(definition.name, arguments, options)
+    return TaskLine(definition.name, arguments, _options(definition, arguments, line))
+
+
+def _options(
+    definition: TaskDefinition, arguments: dict[str, Any], line: TaskLine
+) -> tuple[tuple[str, Any], ...]:
+    return tuple({**definition.row_options(arguments), **dict(line.options)}.items())
 
 
 @contextmanager

@@ -119,6 +119,7 @@ LINE_OPTIONS = {
     "unique": "unique_key",
     "retries": "retries",
 }
+_LINE_KEYS = frozenset(("name", "kwargs", *LINE_OPTIONS))
 
 
 def task_line(text: str) -> TaskLine:
@@ -128,8 +129,8 @@ def task_line(text: str) -> TaskLine:
     for enqueue to check, which does it for many lines at once.
     """
     entry = _json_object(text)
-    unknown = sorted(set(entry) - {"name", "kwargs", *LINE_OPTIONS})
-    if unknown:
+    if not entry.keys() <= _LINE_KEYS:
+        unknown = sorted(entry.keys() - _LINE_KEYS)
         expected = ", ".join(["name", "kwargs", *LINE_OPTIONS])
         raise ValueError(f"unknown key {unknown[0]!r}; expected: {expected}")
     if "name" not in entry:
@@ -139,7 +140,8 @@ def task_line(text: str) -> TaskLine:
     if not isinstance(kwargs, dict):
         raise ValueError(f"'kwargs' must be a JSON object, not {_json_type(kwargs)}")
     options: dict[str, Any] = {}
-    for key, option in LINE_OPTIONS.items():
+    given = len(entry) - ("kwargs" in entry) - 1  # options given besides name and kwargs
+    for key, option in LINE_OPTIONS.items() if given else ():
         if key not in entry:
             continue
         value = entry[key]
