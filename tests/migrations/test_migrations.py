@@ -134,7 +134,7 @@ def test_downgrade_to_base_then_upgrade_round_trips(empty_url: str) -> None:
 
 def test_head_is_the_newest_script() -> None:
     """check() compares with HEAD without Alembic: it must name the newest script."""
-    assert migrations.HEAD == migrations.head()
+    assert migrations.head() == migrations.HEAD
 
 
 def test_checking_a_migrated_database_imports_no_alembic(tmp_path: Path) -> None:
