@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -17,6 +18,7 @@ from jobq.dialects.base import (
     READ_ONLY,
     Dialect,
 )
+from jobq.prepared import RowReader
 from jobq.schema import tasks
 
 c = tasks.c
@@ -30,6 +32,16 @@ def _decode_text(value: bytes) -> str:
     # A row written by hand, or by an older jobq, may hold bytes that are not UTF-8:
     # read them escaped (\\xff) rather than fail the whole statement.
     return value.decode("utf-8", "backslashreplace")
+
+
+def _utc_moment(value: Any) -> datetime | None:
+    """A DATETIME column's text as jobq and SQLAlchemy store it (``2026-11-24 20:41:00.123``,
+    UTC, no offset) as an aware UTC datetime, at a tenth of SQLAlchemy's processor and a
+    timezone replaced; None for a value in another form (the general path reads it)."""
+    try:
+        return datetime.fromisoformat(value + "+00:00")
+    except (TypeError, ValueError):  # an offset of its own, bytes, not a date at all
+        return None
 
 
 def _database_file(filename: str, uri: bool) -> str | None:
@@ -94,6 +106,11 @@ class SQLiteDialect(Dialect):
     def raw_connections_ok(self, engine: Engine) -> bool:
         # An in-memory database lives in its one pooled connection; never take it away.
         return engine.url.database not in (None, "", ":memory:")
+
+    def row_reader(
+        self, columns: Sequence[sa.ColumnElement[Any]], engine: Engine
+    ) -> Callable[[Sequence[Any]], Sequence[Any]]:
+        return RowReader(columns, engine.dialect, read_moment=_utc_moment)
 
     def raw_begin(self, cursor: Any) -> None:
         cursor.execute("BEGIN IMMEDIATE")  # see _on_begin

@@ -72,6 +72,30 @@ def test_naive_run_at_is_taken_as_utc(store: jobq.Store) -> None:
     assert task is not None and task.run_at == datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
 
+def test_times_read_back_aware_in_utc_whatever_form_a_row_holds(
+    store: jobq.Store, backend: str
+) -> None:
+    """jobq's own form is read fast on SQLite; a time written by hand in another form (an
+    offset, a T, no fraction) must come back the same moment, aware, in UTC."""
+    when = datetime(2030, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
+    task_id = store.enqueue("t", {}, run_at=when)
+    task = store.get(task_id)
+    assert task is not None and task.run_at == when and task.run_at.tzinfo is UTC
+    if backend != "sqlite":
+        return
+    for text, moment in [
+        ("2026-11-24T20:41:00+02:00", datetime(2026, 11, 24, 18, 41, tzinfo=UTC)),
+        ("2026-11-24 20:41:00", datetime(2026, 11, 24, 20, 41, tzinfo=UTC)),
+        ("2026-11-24 20:41:00.5", datetime(2026, 11, 24, 20, 41, 0, 500000, tzinfo=UTC)),
+    ]:
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql(
+                "UPDATE jobq_tasks SET created_at = ? WHERE id = ?", (text, task_id)
+            )
+        task = store.get(task_id)
+        assert task is not None and task.created_at == moment and task.created_at.tzinfo is UTC
+
+
 def test_enqueue_many_returns_ids_in_argument_order(store: jobq.Store) -> None:
     args = [{"i": i} for i in range(12_345)]
     ids = store.enqueue_many("bulk", args, queue="q", priority=3, retries=1)
