@@ -43,10 +43,14 @@ _MIGRATION_KEY = int.from_bytes(
 )
 
 
-def _use_generic_plans(dbapi_connection: Any, _record: Any) -> None:
+def _session_settings(dbapi_connection: Any, _record: Any) -> None:
+    """See configure_own_engine."""
+    # In UTC by name, psycopg gives times with datetime.UTC itself, which jobq's rows keep
+    # as they are; in the server's zone (Etc/UTC here, say) each time would be converted.
+    dbapi_connection.execute("SET TIME ZONE 'UTC'")
     if dbapi_connection.info.server_version >= 120000:  # plan_cache_mode is new in 12
         dbapi_connection.execute("SET plan_cache_mode = force_generic_plan")
-        dbapi_connection.commit()
+    dbapi_connection.commit()
 
 
 class PostgresDialect(Dialect):
@@ -68,7 +72,7 @@ class PostgresDialect(Dialect):
         # planning a worker's turn anew, 2.4 ms of its 6. jobq's statements are planned
         # generically well (tests/dialects/test_capture_plan.py checks capture's generic
         # plans), so its own connections always use them (PostgreSQL 12 and later).
-        event.listen(engine, "connect", _use_generic_plans)
+        event.listen(engine, "connect", _session_settings)
 
     def prepare_raw(self, raw: Any) -> None:
         raw.autocommit = True  # each statement Database.run sends is atomic on its own

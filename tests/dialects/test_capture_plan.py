@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import UTC
 from typing import Any
 
 import psycopg
@@ -258,7 +259,7 @@ def test_prepared_unique_enqueue_keeps_working(store: jobq.Store) -> None:
         assert len(store.capture(1, worker_id="w")) == 1
 
 
-def test_jobqs_own_postgresql_connections_use_generic_plans(
+def test_jobqs_own_postgresql_connections_use_generic_plans_in_utc(
     store: jobq.Store, backend: str
 ) -> None:
     """A generic plan is made once per prepared statement: without it PostgreSQL planned
@@ -271,6 +272,11 @@ def test_jobqs_own_postgresql_connections_use_generic_plans(
         for each, expected in ((own, "force_generic_plan"), (given, "auto")):
             with each.engine.connect() as conn:
                 assert conn.exec_driver_sql("SHOW plan_cache_mode").scalar() == expected
+        # Its own sessions are in UTC by name: psycopg then gives datetime.UTC itself.
+        task = own.get(own.enqueue("t", {}))
+        assert task is not None and task.created_at.tzinfo is UTC
+        with own.engine.connect() as conn:
+            assert conn.exec_driver_sql("SHOW TimeZone").scalar() == "UTC"
     finally:
         own.dispose()
         given.dispose()
