@@ -277,6 +277,8 @@ def test_jobqs_own_postgresql_connections_use_generic_plans_in_utc(
         assert task is not None and task.created_at.tzinfo is UTC
         with own.engine.connect() as conn:
             assert conn.exec_driver_sql("SHOW TimeZone").scalar() == "UTC"
+            # Generic plans are costed high: JIT would compile every capture.
+            assert conn.exec_driver_sql("SHOW jit").scalar() == "off"
     finally:
         own.dispose()
         given.dispose()
