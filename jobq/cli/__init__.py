@@ -141,8 +141,8 @@ def enqueue(
         click.echo(_not_applied(name, set(options)), err=True)
 
 
-#: _with_definition's options by (definition, line options), for tasks without templates.
-SharedOptions = dict[tuple[int, tuple[tuple[str, Any], ...]], tuple[tuple[str, Any], ...]]
+#: _with_definition's options by (task name, line options), for tasks without templates.
+SharedOptions = dict[tuple[str, tuple[tuple[str, Any], ...]], tuple[tuple[str, Any], ...]]
 
 
 def _with_definition(app: App, shared: SharedOptions, line: TaskLine) -> TaskLine:
@@ -155,7 +155,7 @@ def _with_definition(app: App, shared: SharedOptions, line: TaskLine) -> TaskLin
     if definition.unique is None and definition.lock is None:
         # The same options for every line of this task and these line options: made once
         # (a file holds a million lines of a few kinds).
-        key = (id(definition), line.options)  # the app holds its definitions meanwhile
+        key = (line.name, line.options)
         options = shared.get(key)
         if options is None:
             options = shared[key] = _options(definition, arguments, line)

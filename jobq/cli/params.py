@@ -140,8 +140,7 @@ def task_line(text: str) -> TaskLine:
     if not isinstance(kwargs, dict):
         raise ValueError(f"'kwargs' must be a JSON object, not {_json_type(kwargs)}")
     options: dict[str, Any] = {}
-    given = len(entry) - ("kwargs" in entry) - 1  # options given besides name and kwargs
-    for key, option in LINE_OPTIONS.items() if given else ():
+    for key, option in LINE_OPTIONS.items():
         if key not in entry:
             continue
         value = entry[key]
