@@ -67,6 +67,7 @@ if __package__ in (None, ""):  # run as a script: measure the checkout in the wo
 import sqlalchemy as sa
 
 import jobq
+from benchmarks._drains import log
 from benchmarks._sql import (
     DEFAULT_POSTGRES_URL,
     analyze,
@@ -103,10 +104,6 @@ ROWS: tuple[tuple[str, str, str], ...] = (
 )
 # Shown under recording, and not added to the total: it is part of row 6.
 ENCODING = ("encode", "of which encoding", "`run_end.encode_completions` alone")
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 @dataclass

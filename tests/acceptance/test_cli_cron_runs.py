@@ -26,7 +26,7 @@ from jobq.schedule import Cron
 from jobq.schedule_runs import KEPT_RUNS
 from tests.acceptance.test_cli import Cli, Done, failure, rows_of, sqlite_only, usage_error
 from tests.acceptance.test_cli_cron import start_run, synced, undefine
-from tests.acceptance.test_cron_workers import stop
+from tests.acceptance.test_cron_workers import stop, store_with_empty_log
 from tests.acceptance.test_worker_processes import wait_until
 from tests.apps import cron as cron_app
 from tests.helpers import all_rows, set_columns
@@ -44,12 +44,7 @@ def cli(tmp_path: Path) -> Cli:
 @pytest.fixture
 def app_store(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[jobq.Store]:
     """A Store on ``db_url``, with the cron test app's (empty) runs table beside it."""
-    monkeypatch.setenv("JOBQ_DATABASE_URL", db_url)
-    cron_app.LOG.empty()
-    store = jobq.Store(db_url)
-    yield store
-    store.dispose()
-    cron_app.LOG.dispose()
+    yield from store_with_empty_log(db_url, monkeypatch)
 
 
 def worker(db_url: str, app: str, variant: str = "ticks") -> subprocess.Popen[str]:

@@ -29,15 +29,21 @@ from tests.apps import cron as cron_app
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def store(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[jobq.Store]:
-    """A Store on ``db_url``, with an empty runs table beside it."""
+def store_with_empty_log(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[jobq.Store]:
+    """A Store on ``db_url``, the cron test app's (empty) runs table beside it; a fixture's
+    body (yield from it)."""
     monkeypatch.setenv("JOBQ_DATABASE_URL", db_url)
     cron_app.LOG.empty()
     store = jobq.Store(db_url)
     yield store
     store.dispose()
     cron_app.LOG.dispose()
+
+
+@pytest.fixture
+def store(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[jobq.Store]:
+    """A Store on ``db_url``, with an empty runs table beside it."""
+    yield from store_with_empty_log(db_url, monkeypatch)
 
 
 def worker(db_url: str, variant: str = "ticks", *options: str, hang: bool = False) -> Any:
