@@ -42,6 +42,12 @@ tasks = sa.Table(
     sa.Column("created_at", Moment, nullable=False),
     sa.Column("started_at", Moment, nullable=True),
     sa.Column("finished_at", Moment, nullable=True),
+    # What the running task last said of its progress: {"current", "total", "message"}.
+    sa.Column("progress", sa.JSON(none_as_null=True), nullable=True),
+    # When a cancel was asked for while the task ran; cleared when it is queued again.
+    sa.Column("cancel_requested_at", Moment, nullable=True),
+    # Someone waits for its end: on PostgreSQL its finish notifies channel jobq_ended.
+    sa.Column("awaited", sa.Boolean(), nullable=False, server_default=sa.false()),
     sa.CheckConstraint(sa.column("status").in_(STATUSES), name="jobq_tasks_status_valid"),
     sa.CheckConstraint("retries_left >= 0", name="jobq_tasks_retries_left_nonnegative"),
     **table_options(),

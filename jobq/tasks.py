@@ -73,6 +73,12 @@ class Task:
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    #: What the task last said of its progress (jobq.set_progress): current, total, message.
+    progress: dict[str, Any] | None = None
+    #: When a cancel was asked for while it ran (Store.cancel of a running task).
+    cancel_requested_at: datetime | None = None
+    #: Someone waits for its end (a TaskHandle on PostgreSQL, which is notified of it).
+    awaited: bool = False
 
     @classmethod
     def from_values(cls, values: Sequence[Any]) -> Task:
@@ -81,10 +87,19 @@ class Task:
         return cls(id, queue_id, name, args, _STATUSES[status], *rest)
 
     @property
+    def cancel_requested(self) -> bool:
+        """A cancel of this run was asked for: as read from the row, or heard of since."""
+        return self.cancel_requested_at is not None or (self.id, self.attempt) in CANCEL_REQUESTED
+
+    @property
     def fence(self) -> tuple[int, int]:
         """The (id, attempt) pair that every later write about this run must present."""
         return (self.id, self.attempt)
 
+
+#: The fences (id, attempt) of this process's runs whose cancel its worker has heard of
+#: since it captured them; the worker adds and removes them, task code reads them.
+CANCEL_REQUESTED: set[tuple[int, int]] = set()
 
 #: Seconds of a lease when neither the row nor a definition of its task gives one.
 DEFAULT_LEASE = 30.0

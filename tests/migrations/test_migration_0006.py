@@ -1,6 +1,6 @@
 """Revision 0006 (per-queue limits) step by step: up from 0005 and back, keeping the tasks.
 
-test_migrations.py checks that head (0006) builds exactly jobq/schema.py and that a round
+test_migrations.py checks that head builds exactly jobq/schema.py and that a round
 trip through base restores it; here, the step from the previous revision that deployed
 databases take, and the CHECK constraints the revision gives jobq_limits.
 """
@@ -16,6 +16,7 @@ import sqlalchemy as sa
 import jobq
 from jobq import migrations
 from jobq.schema import limits
+from tests.migrations.rows import task_row
 from tests.migrations.test_migrations import jobq_ddl
 
 LIMIT_TABLES = {"jobq_limits", "jobq_limit_starts"}
@@ -37,7 +38,8 @@ def test_upgrade_from_0005_adds_the_limit_tables_and_keeps_the_tasks(empty_url: 
     assert not LIMIT_TABLES & table_names(store)
     # Until 0007 a row must hold its lease: this jobq writes NULL for "the definition's".
     ids = store.enqueue_many("t", [{"i": i} for i in range(3)], queue="emails", lease=30)
-    # This jobq's capture reads jobq_limits: a database left at 0005 says to migrate.
+    # This jobq's capture reads jobq_limits (and 0009's columns): a database left at 0005
+    # says to migrate.
     with pytest.raises(jobq.SchemaNotMigrated, match="run `jobq migrate`"):
         store.capture(1, worker_id="w")
     with pytest.raises(jobq.SchemaNotMigrated):
@@ -70,9 +72,10 @@ def test_downgrade_to_0005_drops_only_the_limit_tables_and_upgrade_restores_them
     with store.engine.connect() as conn:
         assert migrations.current(conn) == "0005"
     assert table_names(store) == tables - LIMIT_TABLES - {"jobq_schedule_runs"}  # 0008's
-    got = store.get(running.id)
-    assert got is not None and got.status == jobq.Status.IN_PROGRESS
-    assert store.get(ids[1]) is not None
+    # Plain SQL: this jobq's Store reads 0009's columns, which 0005 does not have.
+    got = task_row(store, running.id)
+    assert got is not None and got["status"] == jobq.Status.IN_PROGRESS.value
+    assert task_row(store, ids[1]) is not None
 
     store.migrate()
     with store.engine.connect() as conn:
