@@ -5,6 +5,7 @@ The locks are in ``jobq.locks`` (Mutex, TimeoutLock, Lease, AdvisoryLock), given
 
 from jobq.app import App, TaskFunction
 from jobq.errors import (
+    Cancelled,
     DatabaseNotFound,
     DatabaseUnavailable,
     InvalidAppPath,
@@ -17,13 +18,19 @@ from jobq.errors import (
     MissingExtra,
     PayloadTooLarge,
     RequiresPostgreSQL,
+    ResultTimeout,
     SchemaNotMigrated,
     SchemaTooNew,
+    TaskCancelled,
+    TaskFailed,
+    TaskNotFound,
     UnknownSchedule,
     UnknownStatus,
     UnknownTask,
 )
-from jobq.executor import Retry, current_task
+from jobq.executor import Retry
+from jobq.lifecycle.handles import TaskHandle
+from jobq.lifecycle.in_task import Snooze, check_cancelled, current_task, set_progress
 from jobq.locks import AdvisoryLock, Lease, Mutex, TimeoutLock
 from jobq.periodic import Schedule, ScheduleState
 from jobq.retry import Backoff, ExponentialBackoff, FixedBackoff
@@ -36,6 +43,7 @@ __all__ = [
     "AdvisoryLock",
     "App",
     "Backoff",
+    "Cancelled",
     "Cron",
     "DatabaseNotFound",
     "DatabaseUnavailable",
@@ -53,20 +61,28 @@ __all__ = [
     "Mutex",
     "PayloadTooLarge",
     "RequiresPostgreSQL",
+    "ResultTimeout",
     "Retry",
     "Schedule",
     "ScheduleRun",
     "ScheduleState",
     "SchemaNotMigrated",
     "SchemaTooNew",
+    "Snooze",
     "Status",
     "Store",
     "Task",
+    "TaskCancelled",
+    "TaskFailed",
     "TaskFunction",
+    "TaskHandle",
+    "TaskNotFound",
     "TimeoutLock",
     "Undecodable",
     "UnknownSchedule",
     "UnknownStatus",
     "UnknownTask",
+    "check_cancelled",
     "current_task",
+    "set_progress",
 ]

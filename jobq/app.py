@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib
 import os
@@ -14,6 +15,7 @@ from sqlalchemy.engine import Connection
 
 from jobq.database import database_url
 from jobq.errors import InvalidAppPath, InvalidOption, InvalidTaskArguments, UnknownTask
+from jobq.lifecycle.handles import TaskHandle
 from jobq.limits import Limit, Rate
 from jobq.locks import AdvisoryLock, Lease, Mutex, TimeoutLock
 from jobq.periodic import Schedule
@@ -21,7 +23,7 @@ from jobq.registry import Registry, TaskDefinition
 from jobq.retry import Backoff, ExponentialBackoff
 from jobq.schedule import Cron
 from jobq.store import Store
-from jobq.validation import check_key
+from jobq.validation import check_int, check_key
 
 #: Enqueue options of TaskFunction.enqueue; the leading underscore keeps them apart from
 #: the task's own arguments, which may not start with one.
@@ -199,14 +201,18 @@ class App:
         priority: int | None = None,
         queue: str | None = None,
         connection: Connection | None = None,
-    ) -> int:
-        """Enqueue registered task ``name`` with ``kwargs``; its id.
+    ) -> TaskHandle:
+        """Enqueue registered task ``name`` with ``kwargs``; its TaskHandle.
 
-        The arguments are checked against the function's signature and for JSON first, so
-        a bad call raises TypeError and writes nothing. The definition's queue, priority,
-        retries, unique and lock keys are stored, and its timeout (so that `jobq status`
-        can tell a run past it); its lease and backoff are not: the worker that runs the
-        task applies its own definition's.
+        The handle is the new task's id (an int: it stores and serialises as one) that
+        can also wait for the task's result (``handle.result()``), read its status and
+        progress, and cancel it. The arguments are checked against the function's
+        signature and for JSON first, so a bad call raises TypeError and writes nothing.
+        The definition's queue, priority, retries, unique and lock keys are stored, and
+        its timeout (so that `jobq status` can tell a run past it); its lease and backoff
+        are not: the worker that runs the task applies its own definition's. Given
+        ``connection``, the task is written in that transaction: wait for it only once
+        the caller has committed.
         """
         definition = self.definition(name)
         # Store.enqueue encodes them (once) before it writes anything.
@@ -218,7 +224,34 @@ class App:
             **options,
         )  # fmt: skip
         self._enqueued(connection)
-        return task_id
+        return TaskHandle(task_id, self.store)
+
+    async def enqueue_async(
+        self,
+        name: str,
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        delay: float | None = None,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        connection: Connection | None = None,
+    ) -> TaskHandle:
+        """enqueue() for asyncio: the same arguments, checks, errors and TaskHandle, and
+        the event loop keeps running meanwhile (the write runs in a thread)."""
+        # One short statement: a thread of the loop's default executor, not a blocked loop.
+        enqueue = functools.partial(
+            self.enqueue, name, kwargs, delay=delay, run_at=run_at, priority=priority,
+            queue=queue, connection=connection,
+        )  # fmt: skip
+        return await asyncio.to_thread(enqueue)
+
+    def handle(self, id: int) -> TaskHandle:
+        """The TaskHandle of task ``id`` of this app's Store, to wait for or cancel a task
+        enqueued elsewhere (another process, say). Nothing is read: an unknown id is
+        TaskNotFound when the handle is used. InvalidOption if ``id`` is not an int."""
+        check_int("id", id)
+        return TaskHandle(int(id), self.store)
 
     def enqueue_many(
         self,
@@ -230,8 +263,9 @@ class App:
         priority: int | None = None,
         queue: str | None = None,
         connection: Connection | None = None,
-    ) -> list[int]:
-        """Enqueue task ``name`` once per entry of ``kwargs_list``; the ids, in order.
+    ) -> list[TaskHandle]:
+        """Enqueue task ``name`` once per entry of ``kwargs_list``; their TaskHandles (ids),
+        in order.
 
         Every entry is checked before any is written. Tasks without unique or lock
         templates go in bulk (one statement per 5,000).
@@ -265,7 +299,8 @@ class App:
 
             ids = self.store.db.write(enqueue_each, connection, atomic=True)
         self._enqueued(connection)
-        return ids
+        store = self.store
+        return [TaskHandle(task_id, store) for task_id in ids]
 
     def _enqueued(self, connection: Connection | None) -> None:
         if connection is None and self.after_enqueue is not None:
@@ -288,8 +323,8 @@ class TaskFunction:
     def __repr__(self) -> str:
         return f"<task {self.name!r} of {self.definition.func!r}>"
 
-    def enqueue(self, **kwargs: Any) -> int:
-        """Enqueue a run with these keyword arguments; its id.
+    def enqueue(self, **kwargs: Any) -> TaskHandle:
+        """Enqueue a run with these keyword arguments; its TaskHandle (an int: its id).
 
         Options start with an underscore so they never collide with the task's arguments:
         ``_delay`` (seconds), ``_run_at`` (datetime), ``_priority``, ``_queue``, and
@@ -298,8 +333,16 @@ class TaskFunction:
         options = _split_options(self.name, kwargs)
         return self.app.enqueue(self.name, kwargs, **options)
 
-    def enqueue_many(self, kwargs_list: Iterable[Mapping[str, Any]], **options: Any) -> list[int]:
-        """Enqueue one run per entry of ``kwargs_list``, sharing the underscore options; ids."""
+    async def enqueue_async(self, **kwargs: Any) -> TaskHandle:
+        """enqueue() for asyncio: the same arguments and errors, without blocking the loop."""
+        options = _split_options(self.name, kwargs)
+        return await self.app.enqueue_async(self.name, kwargs, **options)
+
+    def enqueue_many(
+        self, kwargs_list: Iterable[Mapping[str, Any]], **options: Any
+    ) -> list[TaskHandle]:
+        """Enqueue one run per entry of ``kwargs_list``, sharing the underscore options;
+        their TaskHandles (ids), in order."""
         unknown = set(options) - set(ENQUEUE_OPTIONS)
         if unknown:
             raise InvalidTaskArguments(

@@ -88,3 +88,35 @@ class UnknownLimit(JobqError, LookupError):
 
 class PayloadTooLarge(InvalidTaskArguments):
     """{what} take {size:,} bytes, more than this database takes in one statement ({why})"""
+
+
+class TaskNotFound(JobqError, LookupError):
+    """There is no task {id} (it never existed, or it was pruned or purged)."""
+
+
+class TaskFailed(JobqError):
+    """Task {id} failed: {summary}"""
+
+    def __init__(self, message: str | None = None, **context: object) -> None:
+        super().__init__(message, **context)
+        #: The error stored with the task, its traceback included.
+        self.error: str | None = context.get("error")  # type: ignore[assignment]
+        self.task_id = context.get("id")
+
+
+class TaskCancelled(JobqError):
+    """Task {id} was cancelled: {summary}"""
+
+    def __init__(self, message: str | None = None, **context: object) -> None:
+        super().__init__(message, **context)
+        #: What the row says of the cancel ("cancelled on request", or a run's error).
+        self.error: str | None = context.get("error")  # type: ignore[assignment]
+        self.task_id = context.get("id")
+
+
+class ResultTimeout(JobqError, TimeoutError):
+    """Task {id} did not finish within {timeout:g} s (it is {status} now)."""
+
+
+class Cancelled(JobqError):
+    """Task {id} was cancelled while it ran (jobq.check_cancelled saw the request)."""

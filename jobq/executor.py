@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import time
 import traceback
@@ -12,6 +11,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from jobq.errors import Cancelled
+from jobq.lifecycle.in_task import Snooze, _current_task
 from jobq.logs import RecordMaker, in_and_at
 from jobq.payload import result_problem
 from jobq.registry import Registry, TaskDefinition
@@ -21,19 +22,6 @@ log = logging.getLogger("jobq.task")
 # Each run logs its start and its end: two lines per task, made the cheap way.
 _start_lines = RecordMaker(log)
 _end_lines = RecordMaker(log)
-
-_current_task: contextvars.ContextVar[Task | None] = contextvars.ContextVar(
-    "jobq_current_task", default=None
-)
-
-
-def current_task() -> Task | None:
-    """The task whose code is running here (its row as captured), or None outside one.
-
-    Its ``attempt`` is the run's fencing token; for a periodic task, ``run_at`` is the
-    tick it runs for (or, on a retry, when the retry fell due).
-    """
-    return _current_task.get()
 
 
 class Retry(Exception):
@@ -121,6 +109,10 @@ async def run_async(
         outcome = timed_out(definition, attempt)
     except Exception as error:
         outcome = _failure(definition, error, attempt)
+    except asyncio.CancelledError:
+        if task is None or not task.cancel_requested:
+            raise  # the worker stopping it: not an end to record
+        outcome = CANCELLED_ON_REQUEST
     # It blocked the event loop past its timeout, or swallowed its cancellation.
     outcome = _in_time(definition, attempt, started, outcome)
     _log_end(definition, attempt, task, started, outcome)
@@ -155,7 +147,7 @@ def _log_end(
 ) -> None:
     """Log a run's end (one line): its status and duration; a failure as a warning that
     says which attempt of how many it was, and whether and when the task runs again."""
-    level = logging.INFO if outcome.status is Status.DONE else logging.WARNING
+    level = logging.WARNING if outcome.status is Status.FAILED else logging.INFO
     if not log.isEnabledFor(level):
         return
     duration_ms = round((time.perf_counter() - started) * 1000, 3)
@@ -171,9 +163,11 @@ def _log_end(
             level, "task %s %s %s%s", (fields["task_id"], definition.name, ended, why), fields
         )
         return
+    # A run ending queued is one that snoozed (jobq.Snooze).
+    ended = "snoozed" if outcome.status is Status.QUEUED else outcome.status.value
     _end_lines.log(
         level, "task %s %s attempt %d %s in %s ms%s",
-        (fields["task_id"], definition.name, attempt, outcome.status.value, duration_ms, why),
+        (fields["task_id"], definition.name, attempt, ended, duration_ms, why),
         fields,
     )  # fmt: skip
 
@@ -239,6 +233,8 @@ def _in_time(definition: TaskDefinition, attempt: int, started: float, outcome: 
     """``outcome``, unless the run took longer than its timeout: then it timed out, however
     it ended (a worker treats it so too, see Worker._expire_timeouts)."""
     timeout = definition.timeout
+    if outcome.status is Status.CANCELLED:  # what was asked for, however long it took
+        return outcome
     if timeout is None or time.perf_counter() - started <= timeout:
         return outcome
     return timed_out(definition, attempt)
@@ -256,7 +252,15 @@ def _returned(definition: TaskDefinition, result: Any, attempt: int) -> Outcome:
     )
 
 
+#: How a run that saw its cancel request (jobq.check_cancelled, or CancelledError) ends.
+CANCELLED_ON_REQUEST = Outcome(Status.CANCELLED, error="cancelled on request")
+
+
 def _failure(definition: TaskDefinition, error: Exception, attempt: int) -> Outcome:
+    if isinstance(error, Snooze):  # back to waiting: no retry spent, no error kept
+        return Outcome(Status.QUEUED, retry_delay=error.seconds)
+    if isinstance(error, Cancelled):
+        return CANCELLED_ON_REQUEST
     if isinstance(error, Retry):
         delay = definition.backoff.delay(attempt) if error.delay is None else error.delay
         return Outcome(Status.FAILED, error=f"Retry: {error.reason}", retry_delay=delay)

@@ -32,7 +32,7 @@ FIELDS = (
 #: How the "stopped" line names a worker's counts (Worker.stats), in this order; any
 #: other count is named by its key.
 _COUNTS = {
-    "done": "done", "failed": "failed", "cancelled": "cancelled",
+    "done": "done", "failed": "failed", "cancelled": "cancelled", "snoozed": "snoozed",
     "released": "released to the queue", "timed_out": "timed out",
     "lost": "lost their leases", "stale": "recorded too late (stale)",
     "unrecorded": "left unrecorded", "rescued": "rescued after their leases expired",

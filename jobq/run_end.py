@@ -79,6 +79,32 @@ def end_values(
     return values
 
 
+#: A cancel of the running task was asked for (Store.cancel): an end that would make it
+#: wait again (a failure with retries left, a snooze, a release) ends it cancelled instead;
+#: done and terminal failures are recorded as they happened.
+CANCEL_PENDING = c.cancel_requested_at.is_not(None)
+
+#: The error of a run ended by its cancel request.
+CANCELLED_ON_REQUEST = "cancelled on request"
+
+
+def _cancelled_instead(dialect: Dialect) -> dict[str, Any]:
+    """The SET clause of an end that a pending cancel request turns into a cancel."""
+    null = sa.null()
+    return end_values(
+        dialect, Status.CANCELLED, next_run=null, result=null,
+        error=sa.literal(CANCELLED_ON_REQUEST, sa.Text),
+    )  # fmt: skip
+
+
+def _either(cancels: sa.ColumnElement[bool], instead: Any, value: Any) -> Any:
+    """``instead`` where ``cancels`` holds, else ``value``; None when both are None (a
+    CASE of two bare NULLs would be untyped, which PostgreSQL refuses for a timestamp)."""
+    if instead is None and value is None:
+        return None
+    return sa.case((cancels, instead), else_=value)
+
+
 def _fenced(id: sa.ColumnElement[Any], attempt: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
     # A recurring row's end needs its schedule's next tick: jobq.periodic records it.
     return sa.and_(
@@ -104,6 +130,14 @@ def set_status_statement(dialect: Dialect, status: Status, timing: str) -> sa.Up
         result=sa.bindparam("new_result", type_=c.result.type),
         error=sa.bindparam("new_error", type_=c.error.type),
     )
+    if status in (Status.FAILED, Status.QUEUED):
+        would_wait = HAS_RETRIES if status is Status.FAILED else sa.true()
+        instead = _cancelled_instead(dialect)
+        cancels = sa.and_(CANCEL_PENDING, would_wait)
+        values = {
+            column: _either(cancels, instead.get(column, c[column]), values.get(column, c[column]))
+            for column in {"status", *values, *instead}
+        }
     where = _fenced(sa.bindparam("task_id"), sa.bindparam("run_attempt"))
     return sa.update(tasks).where(where).values(**values)
 
@@ -126,13 +160,23 @@ def record_statement(dialect: Dialect) -> sa.Update:
         )
         for status in END_STATUSES
     }
-    values: dict[str, Any] = {"status": record.c.status}
+    # Checked first in every column: the end a pending cancel request turns into a cancel.
+    instead = _cancelled_instead(dialect)
+    would_wait = sa.or_(
+        record.c.status == Status.QUEUED.value,
+        sa.and_(record.c.status == Status.FAILED.value, HAS_RETRIES, record.c.terminal != 1),
+    )
+    cancels = sa.and_(CANCEL_PENDING, would_wait)
+    values: dict[str, Any] = {
+        "status": sa.case((cancels, Status.CANCELLED.value), else_=record.c.status)
+    }
     for column in {name for ends in per_status.values() for name in ends} - {"status"}:
         choices = [(status, ends[column]) for status, ends in per_status.items() if column in ends]
         if all(value is None for _, value in choices) and len(choices) == len(END_STATUSES):
             values[column] = None
             continue
         values[column] = sa.case(
+            (cancels, instead.get(column, c[column])),
             *[(record.c.status == status.value, value) for status, value in choices],
             else_=c[column],
         )

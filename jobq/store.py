@@ -57,12 +57,16 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
         self._read = self.dialect.row_reader(list(tasks.c), self.engine)
         #: Chooses the delay before a failed task's retry when set_status is not told.
         self.backoff: Backoff = backoff or ExponentialBackoff()
+        #: Called by dispose(): what threads of this Store's own hold (a waiters' LISTEN).
+        self.on_dispose: list[Callable[[], None]] = []
 
     def __repr__(self) -> str:
         return f"Store({self.db!r})"
 
     def dispose(self) -> None:
-        """Close every pooled connection."""
+        """Close every pooled connection, and stop the threads that wait on this Store."""
+        for stop in self.on_dispose:
+            stop()
         self.db.dispose()
 
     def migrate(self) -> None:

@@ -12,6 +12,8 @@ import sqlalchemy as sa
 
 from jobq.database import Database
 from jobq.dialects import Dialect
+from jobq.errors import TaskNotFound
+from jobq.lifecycle import bulk
 from jobq.schema import HOLDS_UNIQUE_KEY, status_is, tasks
 from jobq.tasks import Status, Task, as_utc
 from jobq.validation import INT32, check_int, check_key, queue_list
@@ -27,21 +29,58 @@ class TaskAdmin:
     _read: Any
 
     def cancel(self, id: int) -> bool:
-        """Cancel task ``id`` if it is waiting (queued, or failed with retries left)."""
+        """Cancel task ``id``: a waiting one at once, a running one by a request.
+
+        A waiting task (queued, or failed with retries left) ends cancelled here. A running
+        one gets a cancel request: its worker hears of it within a second and stops the run
+        (see jobq.check_cancelled), which then ends cancelled unless it had finished. True
+        if it did either (again for a repeated request), False if the task has ended
+        already or is a schedule's row (see `jobq cron disable`); TaskNotFound if there is
+        no task ``id``.
+        """
         check_int("id", id)
-        stmt = (
+        stmt = self.db.prepare("cancel", self._cancel_statement)
+        exists = self.db.prepare(
+            "exists", lambda: sa.select(c.id).where(c.id == sa.bindparam("id"))
+        )
+
+        def cancel(conn: Any) -> bool:
+            if self.db.run(stmt, {"id": id}, connection=conn) == 1:
+                return True
+            if not self.db.run(exists, {"id": id}, connection=conn, fetch=True):
+                raise TaskNotFound(id=id)
+            return False
+
+        return self.db.write(cancel, atomic=True)
+
+    def _cancel_statement(self) -> sa.Update:
+        running = status_is(Status.IN_PROGRESS)
+        now = self.dialect.now()
+        # One statement, so that a run starting or ending meanwhile cannot slip between
+        # two. Status is set last: MySQL's later assignments see the earlier ones' values.
+        return (
             sa.update(tasks)
             .where(
-                c.id == id,
+                c.id == sa.bindparam("id"),
                 sa.or_(
-                    c.status == Status.QUEUED.value,
-                    sa.and_(c.status == Status.FAILED.value, c.retries_left > 0),
+                    status_is(Status.QUEUED),
+                    sa.and_(status_is(Status.FAILED), c.retries_left > 0),
+                    running,
                 ),
                 sa.not_(c.recurring),
             )
-            .values(status=Status.CANCELLED.value, finished_at=self.dialect.now())
+            .ordered_values(
+                (
+                    c.cancel_requested_at,
+                    sa.case(
+                        (running, sa.func.coalesce(c.cancel_requested_at, now)),
+                        else_=c.cancel_requested_at,
+                    ),
+                ),
+                (c.finished_at, sa.case((running, c.finished_at), else_=now)),
+                (c.status, sa.case((running, c.status), else_=Status.CANCELLED.value)),
+            )
         )
-        return self.db.write(lambda conn: conn.execute(stmt).rowcount == 1)
 
     def running_lock_keys(self) -> list[tuple[str, str | None, Any, Any]]:
         """The lock keys of running tasks: (lock_key, locked_by, started_at, locked_until)."""
@@ -101,6 +140,8 @@ class TaskAdmin:
                 finished_at=None,
                 locked_by=None,
                 locked_until=None,
+                cancel_requested_at=None,  # a fresh start: no earlier request holds
+                progress=None,
             )
         )
 
@@ -176,3 +217,13 @@ class TaskAdmin:
         )
         with self.db.unit(read_only=True) as conn:
             return {(q, Status(s)): n for q, s, n in conn.execute(stmt)}
+
+    def cancel_queue(self, queue: str, *, batch_size: int = 10_000) -> int:
+        """Cancel every waiting task of ``queue`` (queued, or failed with retries left), in
+        transactions of ``batch_size`` tasks; how many. Running tasks are left alone."""
+        return bulk.cancel_waiting(self, queue, batch_size=batch_size)
+
+    def purge(self, queue: str, *, batch_size: int = 10_000) -> int:
+        """Delete every waiting task of ``queue`` (queued, or failed with retries left), in
+        transactions of ``batch_size`` tasks; how many. Running and finished ones stay."""
+        return bulk.purge(self, queue, batch_size=batch_size)

@@ -23,6 +23,7 @@ from jobq.app import App
 from jobq.durations import format_duration
 from jobq.errors import DatabaseUnavailable, JobqError, first_line
 from jobq.executor import Outcome
+from jobq.lifecycle.run_control import RunControl
 from jobq.limits import Limiter
 from jobq.limits.sql import SQL_LIMITER
 from jobq.logs import in_and_at, stopped_summary
@@ -30,7 +31,7 @@ from jobq.outage import Outage
 from jobq.overruns import Overruns
 from jobq.registry import TaskDefinition
 from jobq.runner import Run, Runner
-from jobq.tasks import DEFAULT_LEASE, Completion, Leases, Status, Task
+from jobq.tasks import CANCEL_REQUESTED, DEFAULT_LEASE, Completion, Leases, Status, Task
 from jobq.validation import check_int, check_key, check_seconds, queue_list
 from jobq.worker_registry import FORGET_AFTER
 
@@ -120,6 +121,8 @@ class Worker:
         self._stopped = threading.Event()
         self._grace_ends = 0.0
         self._runner = Runner(concurrency, self._finish)
+        # Cancel requests of our runs, and their progress reports.
+        self._control = RunControl(self.store)
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -201,6 +204,8 @@ class Worker:
             if now >= next_heartbeat:
                 self._heartbeat()
                 next_heartbeat = now + self._heartbeat_interval()
+            if self._control.due(now, bool(self._runs)):
+                self._control_runs(now)
             if now >= next_rescue:
                 self._rescue()
                 self._purge_leases()  # one indexed DELETE; expired leases are upkeep too
@@ -374,13 +379,15 @@ class Worker:
                 continue  # a nudge: the caller's loop captures next
             fence, outcome = item
             run = self._runs.pop(fence, None)
+            if CANCEL_REQUESTED:
+                CANCEL_REQUESTED.discard(fence)
             if run is None or run.ended:
                 continue  # settled already: timed out, released or lost
             run.ended = True
             if run.timed_out and run.definition is not None:
                 outcome = executor.timed_out(run.definition, run.task.attempt)
             self._end(run, _completion(fence, outcome))
-            self.stats[outcome.status.value] += 1
+            self.stats["snoozed" if outcome.status is Status.QUEUED else outcome.status.value] += 1
 
     def _end(self, run: Run, completion: Completion) -> None:
         """Queue ``completion`` of ``run`` for the next write."""
@@ -459,6 +466,20 @@ class Worker:
                 "task %d attempt %d: lease lost (expired and taken over); its outcome "
                 "will be dropped", fence[0], fence[1],
             )  # fmt: skip
+
+    def _control_runs(self, now: float) -> None:
+        """Stop the runs whose cancel was asked for; write the runs' progress reports."""
+        try:
+            requested = self._control.tick(now, [run.task.fence for run in self._unsettled()])
+        except JobqError as error:
+            self._failed("looking for cancel requests", error)
+            return
+        for fence in requested - CANCEL_REQUESTED:
+            # A sync run sees it through current_task().cancel_requested; an async one is
+            # cancelled. Either way its end is recorded cancelled unless it finished.
+            CANCEL_REQUESTED.add(fence)
+            log.info("task %d attempt %d: cancel requested; stopping it", *fence)
+            self._runner.cancel(self._runs[fence])
 
     def _rescue(self) -> None:
         try:

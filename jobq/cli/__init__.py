@@ -32,10 +32,11 @@ from jobq.cli.limits import limits
 from jobq.cli.locks import locks
 from jobq.cli.output import count, field_text, overrun_note, table, when, worker_row
 from jobq.cli.params import Duration, JsonObject, Key, TaskLine
+from jobq.cli.results import result
 from jobq.cli.run_worker import worker
 from jobq.cli.task_file import enqueue_file
 from jobq.durations import format_duration
-from jobq.errors import JobqError
+from jobq.errors import JobqError, TaskNotFound
 from jobq.registry import TaskDefinition
 from jobq.store import Store
 from jobq.tasks import Status, Task
@@ -275,7 +276,11 @@ def list_(status_: str | None, queue: str | None, limit: int, database_url: str)
 @click.argument("task_id", metavar="ID", type=TASK_ID)
 @database_url_option
 def show(task_id: int, database_url: str) -> None:
-    """Every field of task ID."""
+    """Every field of task ID.
+
+    Its progress reads as the task last reported it (current/total message); a note says
+    when a cancel was requested, and of a run gone past its timeout.
+    """
     with store_for(database_url, read_only=True) as store:
         task = store.get(task_id)
         if task is None:
@@ -283,10 +288,42 @@ def show(task_id: int, database_url: str) -> None:
     names = [field.name for field in fields(task)]
     width = max(len(name) for name in names)
     for name in names:
-        click.echo(f"{name.ljust(width)}  {field_text(task, name)}")
-    note = overrun_note(task, datetime.now(UTC))
-    if note:
-        click.echo(f"{'note'.ljust(width)}  {note}")
+        text = _progress_text(task.progress) if name == "progress" else None
+        click.echo(f"{name.ljust(width)}  {text or field_text(task, name)}")
+    notes = [_cancel_note(task), overrun_note(task, datetime.now(UTC))]
+    for note in notes:
+        if note:
+            click.echo(f"{'note'.ljust(width)}  {note}")
+
+
+def _progress_text(progress: Any) -> str | None:
+    """A task's progress as `jobq show` prints it: "40/100 resizing images", "40"; None
+    when there is none, or it is not what jobq.set_progress stores."""
+    if not isinstance(progress, dict) or "current" not in progress:
+        return None
+    current, total, message = (progress.get(key) for key in ("current", "total", "message"))
+    text = _number(current) if total is None else f"{_number(current)}/{_number(total)}"
+    if message:
+        text = f"{text} {message}"
+    # A terminal cannot print lone surrogates: escape them, as field_text does.
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _number(value: Any) -> str:
+    """40 for 40 and 40.0, 2.5 for 2.5."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return str(value)
+
+
+def _cancel_note(task: Task) -> str | None:
+    """What `jobq show` says of a cancel requested while the task ran, or None."""
+    if task.cancel_requested_at is None:
+        return None
+    at = task.cancel_requested_at.isoformat(sep=" ")
+    if task.status is Status.IN_PROGRESS:
+        return f"cancel requested at {at}; its worker stops the run within a second"
+    return f"cancel requested at {at}, while it ran"
 
 
 @main.command()
@@ -324,27 +361,79 @@ def _why_not_retried(task: Task | None, task_id: int) -> str:
 
 
 @main.command()
-@click.argument("task_id", metavar="ID", type=TASK_ID)
+@click.argument("task_id", metavar="[ID]", type=TASK_ID, required=False)
+@click.option("--queue", type=Key(), help="Every waiting task of this queue instead of ID.")
 @database_url_option
-def cancel(task_id: int, database_url: str) -> None:
-    """Cancel waiting task ID.
+def cancel(task_id: int | None, queue: str | None, database_url: str) -> None:
+    """Cancel task ID, or every waiting task of a --queue.
 
-    Waiting means queued, or failed with retries left; running and finished tasks stay.
+    A waiting task (queued, or failed with retries left) is cancelled at once. A running
+    one is asked to stop: its worker hears of it within a second, and the run ends
+    cancelled when its code checks (jobq.check_cancelled), unless it finishes first.
+    Finished tasks and schedules' rows (see `jobq cron disable`) cannot be cancelled.
+    With --queue, only the queue's waiting tasks are cancelled, in batches; its running
+    tasks go on.
     """
+    if (task_id is None) == (queue is None):
+        raise click.UsageError("give a task ID or --queue (exactly one)")
     with store_for(database_url) as store:
-        if not store.cancel(task_id):
-            raise JobqError(_why_not_cancelled(store.get(task_id), task_id))
-    click.echo(f"cancelled task {task_id}")
+        if queue is not None:
+            cancelled = store.cancel_queue(queue)
+            click.echo(f"cancelled {_waiting(cancelled)} of queue {queue!r}")
+            return
+        assert task_id is not None
+        try:
+            requested = store.cancel(task_id)
+        except TaskNotFound:
+            raise JobqError(f"no task with id {task_id}") from None
+        task = store.get(task_id)
+        if not requested:
+            raise JobqError(_why_not_cancelled(task, task_id))
+    click.echo(_cancelled(task, task_id))
+
+
+def _waiting(n: int) -> str:
+    return f"{n:,} waiting task" if n == 1 else f"{n:,} waiting tasks"
+
+
+def _cancelled(task: Task | None, task_id: int) -> str:
+    """What `jobq cancel ID` says of a cancel that applied; ``task`` as it is since."""
+    if task is None or task.status is Status.CANCELLED:
+        return f"cancelled task {task_id}"
+    if task.status is Status.IN_PROGRESS:
+        return f"task {task_id} is running: cancel requested; its worker stops it within a second"
+    return f"task {task_id} was running: cancel requested, but it has ended since ({task.status})"
 
 
 def _why_not_cancelled(task: Task | None, task_id: int) -> str:
     if task is None:
         return f"no task with id {task_id}"
     if task.recurring:
-        return f"task {task_id} is recurring; it cannot be cancelled"
-    if task.status is Status.FAILED:
-        return f"task {task_id} failed with no retries left; only waiting tasks can be cancelled"
-    return f"task {task_id} is {task.status}; only waiting tasks can be cancelled"
+        return (
+            f"task {task_id} is a schedule's recurring row; it cannot be cancelled "
+            "(pause the schedule with `jobq cron disable`)"
+        )
+    if task.status in (Status.DONE, Status.FAILED, Status.CANCELLED):
+        return f"task {task_id} has already finished ({task.status}); nothing to cancel"
+    return f"task {task_id} is {task.status}; it could not be cancelled"
+
+
+@main.command()
+@click.argument("queue", type=Key())
+@click.option("--yes", is_flag=True, help="Confirm the deletion; without it nothing is deleted.")
+@database_url_option
+def purge(queue: str, yes: bool, database_url: str) -> None:
+    """Delete every waiting task of QUEUE, for good; needs --yes.
+
+    Waiting means queued, or failed with retries left. Running and finished tasks and
+    schedules' rows stay. Deleted in batches, each its own short transaction.
+    """
+    if not yes:
+        raise click.UsageError(
+            f"purge deletes every waiting task of queue {queue!r} for good; add --yes to do it"
+        )
+    with store_for(database_url) as store:
+        click.echo(f"deleted {_waiting(store.purge(queue))} of queue {queue!r}")
 
 
 @main.command()
@@ -372,3 +461,4 @@ main.add_command(worker)
 main.add_command(locks)
 main.add_command(cron)
 main.add_command(limits)
+main.add_command(result)

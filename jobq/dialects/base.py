@@ -385,6 +385,24 @@ class Dialect(CapturePredicates):
         """
         return False
 
+    def listen_for_ends(
+        self,
+        engine: Engine,
+        on_ended: Callable[[int | None], None],
+        stop: Any,
+        outage: Outage | None = None,
+    ) -> bool:
+        """Call ``on_ended(id)`` whenever an awaited task ends, until ``stop`` is set.
+
+        A task is awaited once its ``awaited`` column is true; it ends when it becomes
+        terminal or is deleted. ``on_ended(None)`` says that notifications may have been
+        missed (the first time: that listening has begun), so every waiter must look
+        again. From a thread of its own, reconnecting by itself; ``outage`` (else one of
+        its own) hears while it cannot connect. Returns False where the database cannot
+        notify: waiters poll the rows.
+        """
+        return False
+
     # --- errors ---------------------------------------------------------------------
 
     def is_missing_schema(self, error: sa.exc.DBAPIError) -> bool:

@@ -212,11 +212,30 @@ class PostgresDialect(Dialect):
         stop: Any,
         outage: Outage | None = None,
     ) -> bool:
-        thread = threading.Thread(
-            target=_listen_until_stopped, args=(engine.url, on_enqueued, stop, outage or Outage()),
-            name="jobq-listen", daemon=True,
-        )  # fmt: skip
-        thread.start()
+        def on_payload(payload: str | None) -> None:
+            on_enqueued(None if payload is None else {q for q in payload.split(",") if q})
+
+        _start_listening(engine.url, CHANNEL, on_payload, stop, outage, "jobq-listen")
+        return True
+
+    def listen_for_ends(
+        self,
+        engine: Engine,
+        on_ended: Callable[[int | None], None],
+        stop: Any,
+        outage: Outage | None = None,
+    ) -> bool:
+        def on_payload(payload: str | None) -> None:
+            if payload is None:
+                on_ended(None)
+                return
+            try:
+                task_id = int(payload)
+            except ValueError:
+                return  # not revision 0009's trigger: someone else's NOTIFY on the channel
+            on_ended(task_id)
+
+        _start_listening(engine.url, ENDED_CHANNEL, on_payload, stop, outage, "jobq-listen-ends")
         return True
 
     def is_missing_schema(self, error: sa.exc.DBAPIError) -> bool:
@@ -270,15 +289,38 @@ def _plus(moment: sa.ColumnElement[Any], seconds: Any) -> sa.ColumnElement[Any]:
 
 #: The channel that revision 0003's trigger notifies after each INSERT into jobq_tasks.
 CHANNEL = "jobq_tasks"
+#: The channel that revision 0009's triggers notify (payload: the id) when an awaited task
+#: finishes or is deleted.
+ENDED_CHANNEL = "jobq_ended"
+
+
+def _start_listening(
+    url: sa.URL,
+    channel: str,
+    on_payload: Callable[[str | None], None],
+    stop: Any,
+    outage: Outage | None,
+    name: str,
+) -> None:
+    """Run _listen_until_stopped in a daemon thread called ``name``."""
+    thread = threading.Thread(
+        target=_listen_until_stopped, args=(url, channel, on_payload, stop, outage or Outage()),
+        name=name, daemon=True,
+    )  # fmt: skip
+    thread.start()
 
 
 def _listen_until_stopped(
     url: sa.URL,
-    on_enqueued: Callable[[set[str] | None], None],
+    channel: str,
+    on_payload: Callable[[str | None], None],
     stop: threading.Event,
     outage: Outage,
 ) -> None:
-    """LISTEN on its own connection until ``stop`` is set, reconnecting by itself.
+    """LISTEN on ``channel`` on its own connection until ``stop`` is set, reconnecting by
+    itself; ``on_payload(payload)`` for each notification, and ``on_payload(None)`` each
+    time the LISTEN is (again) in place, since notifications sent while there was none
+    are lost.
 
     A lost connection (a killed session, a restart) is made again at once and logged in
     one line. While no connection can be made, ``outage`` hears of it (it logs the start
@@ -294,17 +336,17 @@ def _listen_until_stopped(
         listening = False
         try:
             with psycopg.connect(conninfo, autocommit=True) as conn:
-                conn.execute(f"LISTEN {CHANNEL}")
+                conn.execute(f"LISTEN {channel}")
                 listening, pause = True, 0.0
                 outage.reached()
                 if lost is not None:
                     log.warning("LISTEN connection lost (%s); listening again", first_line(lost))
                     lost = None
-                # Tasks may have arrived while we were not listening: look once.
-                on_enqueued(None)
+                # Notifications may have been sent while we were not listening: look once.
+                on_payload(None)
                 while not stop.is_set():
                     for notification in conn.notifies(timeout=1.0):
-                        on_enqueued({q for q in notification.payload.split(",") if q})
+                        on_payload(notification.payload)
         except psycopg.Error as error:
             if listening:
                 lost = error  # connect again at once: most often only this session ended

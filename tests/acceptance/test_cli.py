@@ -446,9 +446,9 @@ def test_cancel_says_why_a_task_cannot_be_cancelled(
         db_url, [["cancel", "999"], ["cancel", str(task_id)], ["cancel", str(failed)]]
     )
     assert failure(missing) == "error: no task with id 999"
-    assert failure(done) == f"error: task {task_id} is done; only waiting tasks can be cancelled"
+    assert failure(done) == f"error: task {task_id} has already finished (done); nothing to cancel"
     assert failure(out_of_retries) == (
-        f"error: task {failed} failed with no retries left; only waiting tasks can be cancelled"
+        f"error: task {failed} has already finished (failed); nothing to cancel"
     )
     assert all_rows(store) == before
 

@@ -47,6 +47,8 @@ COMMANDS: dict[str, list[str]] = {
     "show": ["1"],
     "retry": ["1"],
     "cancel": ["1"],
+    "purge": ["q", "--yes"],
+    "result": ["1", "--timeout", "0"],
     "prune": ["--older-than", "1d"],
     "worker": ["--app", "tests.apps.mixed:app", "--burst"],
     "locks list": [],

@@ -356,14 +356,18 @@ def test_cancelled_is_terminal(store: jobq.Store) -> None:
     assert store.capture(1, worker_id="w") == []
 
 
-def test_cancel_takes_only_waiting_tasks(store: jobq.Store) -> None:
+def test_cancel_ends_a_waiting_task_and_asks_a_running_one_to_stop(store: jobq.Store) -> None:
     waiting = store.enqueue("t", {}, priority=1)
     running = store.enqueue("t", {})
     assert store.cancel(waiting)
     assert store.get(waiting).status is Status.CANCELLED  # type: ignore[union-attr]
     assert capture_one(store).id == running
-    assert not store.cancel(running)
-    assert not store.cancel(10**9)
+    assert store.cancel(running)
+    row = store.get(running)
+    assert row is not None and row.status is Status.IN_PROGRESS and row.cancel_requested
+    assert not store.cancel(waiting)  # ended already
+    with pytest.raises(jobq.TaskNotFound, match="no task 1000000000"):
+        store.cancel(10**9)
 
 
 def test_set_status_on_a_missing_task_is_false(store: jobq.Store) -> None:

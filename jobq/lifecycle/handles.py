@@ -1,0 +1,129 @@
+"""TaskHandle: an enqueued task's id that can read the task, wait for its result, cancel it.
+
+App.enqueue returns one. It is an int (the id), so code that stored, compared, logged or
+serialised ids keeps working; it also holds the Store the task was enqueued into.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from jobq.errors import TaskCancelled, TaskFailed, TaskNotFound
+from jobq.lifecycle import waiting
+from jobq.tasks import Status, Task
+from jobq.validation import check_seconds
+
+if TYPE_CHECKING:
+    from jobq.store import Store
+
+#: The summary of a cancelled task whose row says nothing of why.
+CANCELLED_ON_REQUEST = "cancelled on request"
+
+
+class TaskHandle(int):
+    """Task ``id`` of ``store``: an int equal to the id, with ways to follow the task.
+
+    ``handle.id`` and ``int(handle)`` are the plain id; ``str(handle)`` and JSON give the
+    number; pickling gives a plain int (a Store does not travel). Arithmetic gives ints.
+    """
+
+    #: The Store the task lives in.
+    store: Store
+
+    def __new__(cls, id: int, store: Store) -> TaskHandle:
+        handle = super().__new__(cls, id)
+        handle.store = store
+        return handle
+
+    @property
+    def id(self) -> int:
+        """The task's id, as a plain int."""
+        return int(self)
+
+    def __repr__(self) -> str:
+        return f"<TaskHandle {int(self)}>"
+
+    # int's own: str() (print, f-strings, logs) shows the number, as for the id it was.
+    __str__ = int.__repr__
+
+    def __reduce__(self) -> tuple[type[int], tuple[int]]:
+        return (int, (int(self),))
+
+    # --- reading -------------------------------------------------------------------------
+
+    def refresh(self) -> Task | None:
+        """The task's row as it is now, or None if there is none (never was, or deleted)."""
+        return self.store.get(int(self))
+
+    def _row(self) -> Task:
+        task = self.refresh()
+        if task is None:
+            raise TaskNotFound(id=int(self))
+        return task
+
+    @property
+    def status(self) -> Status:
+        """The task's status now (one read); TaskNotFound if its row is gone."""
+        return self._row().status
+
+    @property
+    def progress(self) -> dict[str, Any] | None:
+        """What the task last said of its progress (jobq.set_progress): current, total,
+        message; None if nothing yet. One read; TaskNotFound if its row is gone."""
+        return self._row().progress
+
+    # --- waiting -------------------------------------------------------------------------
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Block until the task ends, and return its result.
+
+        Raises TaskFailed (its ``error`` holds the stored error, traceback included) if
+        it failed for good, TaskCancelled if it was cancelled, ResultTimeout if ``timeout``
+        seconds (None: no end; 0: do not wait) pass first, TaskNotFound if there is no
+        such task or its row is deleted meanwhile. ``timeout`` must be None or a finite
+        number >= 0 (else InvalidOption, before anything is read or written).
+        On PostgreSQL the database notifies the end (no polling); elsewhere the row is
+        read at growing intervals, 5 ms to 200 ms apart.
+        """
+        _check_timeout(timeout)
+        return outcome(waiting.wait_for_end(self.store, int(self), timeout))
+
+    async def wait(self, timeout: float | None = None) -> Any:
+        """result(timeout) for asyncio: the same outcomes, never blocking the event loop."""
+        _check_timeout(timeout)
+        return outcome(await waiting.wait_for_end_async(self.store, int(self), timeout))
+
+    # --- acting --------------------------------------------------------------------------
+
+    def cancel(self) -> bool:
+        """Cancel the task (Store.cancel): a waiting one at once, a running one by a request.
+
+        True if it did either, False if the task has ended already; TaskNotFound if
+        there is no such task.
+        """
+        return self.store.cancel(int(self))
+
+
+def outcome(task: Task) -> Any:
+    """The result of ``task``, a terminal row; or TaskFailed / TaskCancelled saying why not."""
+    if task.status is Status.DONE:
+        return task.result
+    if task.status is Status.CANCELLED:
+        summary = last_line(task.error) or CANCELLED_ON_REQUEST
+        raise TaskCancelled(id=task.id, summary=summary, error=task.error)
+    summary = last_line(task.error) or "no error was recorded"
+    raise TaskFailed(id=task.id, summary=summary, error=task.error)
+
+
+def last_line(error: str | None) -> str | None:
+    """The last non-blank line of a stored error: a traceback's exception and message."""
+    if not error:
+        return None
+    lines = [line.strip() for line in error.splitlines() if line.strip()]
+    return lines[-1] if lines else None
+
+
+def _check_timeout(timeout: Any) -> None:
+    """None, or a finite number of seconds >= 0; else InvalidOption naming ``timeout``."""
+    if timeout is not None:
+        check_seconds("timeout", timeout)

@@ -1,0 +1,117 @@
+"""What a running task can say about itself: its progress, a snooze, and whether it is
+being cancelled. Pure: the worker (jobq.lifecycle.run_control) does the writing.
+
+Outside a run (a task function called directly) set_progress and check_cancelled do
+nothing, so that the same function works as a task and as a plain call.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+import threading
+from typing import Any
+
+from jobq.errors import Cancelled, InvalidOption
+from jobq.payload import storable_text
+from jobq.tasks import Task
+
+_current_task: contextvars.ContextVar[Task | None] = contextvars.ContextVar(
+    "jobq_current_task", default=None
+)
+
+
+def current_task() -> Task | None:
+    """The task whose code is running here (its row as captured), or None outside one.
+
+    Its ``attempt`` is the run's fencing token; for a periodic task, ``run_at`` is the
+    tick it runs for (or, on a retry, when the retry fell due). ``cancel_requested`` says
+    whether a cancel of the run was asked for.
+    """
+    return _current_task.get()
+
+
+#: Longest progress message kept (characters); a longer one is cut, not refused.
+MESSAGE_LIMIT = 1000
+
+
+class Snooze(Exception):
+    """Raised by a task to wait ``seconds`` and run again: no retry spent, no error kept."""
+
+    def __init__(self, seconds: float = 0.0) -> None:
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise InvalidOption(option="seconds", reason=f"{seconds!r} is not a number")
+        if not math.isfinite(seconds) or seconds < 0:
+            raise InvalidOption(option="seconds", reason=f"{seconds!r} is not a finite number >= 0")
+        super().__init__(f"snoozed for {seconds:g} s")
+        self.seconds = float(seconds)
+
+
+class ProgressReports:
+    """The newest progress of each run of this process not yet written, by fence.
+
+    Task code (any thread) puts; the worker takes what is pending and writes it, at most
+    once a second a run.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[tuple[int, int], dict[str, Any]] = {}
+
+    def put(self, fence: tuple[int, int], progress: dict[str, Any]) -> None:
+        with self._lock:
+            self._pending[fence] = progress
+
+    def put_if_absent(self, fence: tuple[int, int], progress: dict[str, Any]) -> None:
+        """Put back a report that could not be written, unless a newer one came since."""
+        with self._lock:
+            self._pending.setdefault(fence, progress)
+
+    def take(self) -> dict[tuple[int, int], dict[str, Any]]:
+        """Every pending report, removed."""
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        return pending
+
+    def __bool__(self) -> bool:
+        return bool(self._pending)
+
+
+#: This process's pending progress reports (a worker has one process).
+PROGRESS = ProgressReports()
+
+
+def set_progress(current: float, total: float | None = None, message: str | None = None) -> None:
+    """Record the running task's progress; its worker stores it within a second.
+
+    ``current`` and ``total`` are numbers (``total`` may be None: unknown), ``message`` a
+    short text. Bad values raise InvalidOption naming the one at fault.
+    """
+    _check_number("current", current)
+    if total is not None:
+        _check_number("total", total)
+    if message is not None:
+        if not isinstance(message, str):
+            raise InvalidOption(option="message", reason=f"{message!r} is not a string")
+        message = storable_text(message[:MESSAGE_LIMIT])
+    task = current_task()
+    if task is None:
+        return
+    PROGRESS.put(task.fence, {"current": current, "total": total, "message": message})
+
+
+def check_cancelled() -> None:
+    """Raise jobq.Cancelled if a cancel of the running task was asked for.
+
+    Long loops call it between steps; the run then ends cancelled (no retry spent).
+    """
+    task: Task | None = current_task()
+    if task is not None and task.cancel_requested:
+        raise Cancelled(id=task.id)
+
+
+def _check_number(option: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidOption(option=option, reason=f"{value!r} is not a number")
+    if not math.isfinite(value):
+        raise InvalidOption(option=option, reason=f"{value!r} is not a finite number")
