@@ -10,6 +10,12 @@ Create Date: 2026-11-25
 - ``awaited``: someone waits for the task's end. On PostgreSQL a row trigger notifies
   channel ``jobq_ended`` (payload: the id) when an awaited task finishes or is deleted;
   its WHEN clause keeps the ends nobody waits for from doing anything more.
+
+Marking a waiting row awaited locks it for a moment, and a capture at that moment skips
+it (SKIP LOCKED): a worker woken by the task's enqueue would then find nothing and sleep
+for its poll interval. So on PostgreSQL marking a waiting row awaited notifies
+``jobq_tasks`` (the enqueue channel, payload its queue) once the mark commits, and the
+workers look again. Only the waiter's UPDATE names ``awaited``: no other write fires it.
 """
 
 from __future__ import annotations
@@ -36,6 +42,14 @@ BEGIN
 END
 $$
 """
+CREATE_AWAITED_FUNCTION = """
+CREATE OR REPLACE FUNCTION jobq_notify_awaited() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('jobq_tasks', NEW.queue_id);
+    RETURN NULL;
+END
+$$
+"""
 CREATE_TRIGGERS = (
     """
     CREATE TRIGGER jobq_tasks_ended AFTER UPDATE ON jobq_tasks FOR EACH ROW
@@ -45,6 +59,11 @@ CREATE_TRIGGERS = (
     """
     CREATE TRIGGER jobq_tasks_deleted AFTER DELETE ON jobq_tasks FOR EACH ROW
     WHEN (OLD.awaited) EXECUTE FUNCTION jobq_notify_ended()
+    """,
+    """
+    CREATE TRIGGER jobq_tasks_awaited AFTER UPDATE OF awaited ON jobq_tasks FOR EACH ROW
+    WHEN (NEW.awaited AND NOT OLD.awaited AND NEW.status IN ('queued', 'failed'))
+    EXECUTE FUNCTION jobq_notify_awaited()
     """,
 )
 
@@ -58,6 +77,7 @@ def upgrade() -> None:
     )
     if op.get_bind().dialect.name == "postgresql":
         op.execute(CREATE_FUNCTION)
+        op.execute(CREATE_AWAITED_FUNCTION)
         for trigger in CREATE_TRIGGERS:
             op.execute(trigger)
 
@@ -66,7 +86,9 @@ def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         op.execute("DROP TRIGGER jobq_tasks_ended ON jobq_tasks")
         op.execute("DROP TRIGGER jobq_tasks_deleted ON jobq_tasks")
+        op.execute("DROP TRIGGER jobq_tasks_awaited ON jobq_tasks")
         op.execute("DROP FUNCTION IF EXISTS jobq_notify_ended()")
+        op.execute("DROP FUNCTION IF EXISTS jobq_notify_awaited()")
     # In place on every database (SQLite has had DROP COLUMN since 3.35): none of the
     # three is indexed or constrained.
     for column in ("awaited", "cancel_requested_at", "progress"):

@@ -34,8 +34,8 @@ from tests.migrations.test_migrations import jobq_ddl
 UNSAID = {"progress": None, "cancel_requested_at": None, "awaited": False}
 
 #: The PostgreSQL objects 0009 makes, besides its columns.
-TRIGGERS = {"jobq_tasks_ended", "jobq_tasks_deleted"}
-FUNCTION = "jobq_notify_ended"
+TRIGGERS = {"jobq_tasks_ended", "jobq_tasks_deleted", "jobq_tasks_awaited"}
+FUNCTIONS = {"jobq_notify_ended", "jobq_notify_awaited"}
 
 
 def task_columns(store: jobq.Store) -> set[str]:
@@ -118,7 +118,7 @@ def test_downgrade_to_0008_drops_exactly_0009_and_upgrade_restores_it(empty_url:
     postgresql = store.engine.dialect.name == "postgresql"
     before_objects = pg_objects(store) if postgresql else {}
     if postgresql:
-        assert TRIGGERS | {FUNCTION} <= set(before_objects)
+        assert TRIGGERS | FUNCTIONS <= set(before_objects)
     columns = task_columns(store)
     done = store.enqueue("done", {}, priority=2)
     running = store.enqueue("running", {}, lock_key="k", priority=1)
@@ -147,8 +147,8 @@ def test_downgrade_to_0008_drops_exactly_0009_and_upgrade_restores_it(empty_url:
     assert task_rows(store) == rows
     if postgresql:
         left = pg_objects(store)
-        assert not (TRIGGERS | {FUNCTION}) & set(left)
-        assert left == {k: v for k, v in before_objects.items() if k not in TRIGGERS | {FUNCTION}}
+        assert not (TRIGGERS | FUNCTIONS) & set(left)
+        assert left == {k: v for k, v in before_objects.items() if k not in TRIGGERS | FUNCTIONS}
 
     store.migrate()
     with store.engine.connect() as conn:
@@ -181,9 +181,9 @@ class Ears:
         """Run ``sql`` (one ``%s``: the task id) in the writer; it must change one row."""
         assert self.writer.execute(sql, (task_id,)).rowcount == 1
 
-    def heard(self) -> list[str]:
-        """The payloads heard from the writer since the last call, up to a marker it
-        notifies now.
+    def heard(self, channel: str = "jobq_ended") -> list[str]:
+        """The payloads heard from the writer on ``channel`` since the last call, up to a
+        marker it notifies now.
 
         A session's notifications arrive in the order it committed them, so whatever the
         writer's statements before the marker fired arrives before it: no sleep, and an
@@ -196,11 +196,12 @@ class Ears:
         pid = self.writer.info.backend_pid
         payloads: list[str] = []
         for notify in self.listener.notifies(timeout=10.0):
-            if notify.pid != pid or notify.channel != "jobq_ended":
+            if notify.pid != pid:
                 continue
             if notify.payload == marker:
                 return payloads
-            payloads.append(notify.payload)
+            if notify.channel == channel:
+                payloads.append(notify.payload)
         raise AssertionError(f"the marker never arrived; heard {payloads} before giving up")
 
 
@@ -211,6 +212,7 @@ def ears(db_url: str) -> Iterator[Ears]:
         psycopg.connect(conninfo(db_url), autocommit=True) as writer,
     ):
         listener.execute("LISTEN jobq_ended")
+        listener.execute("LISTEN jobq_tasks")
         yield Ears(listener, writer)
 
 
@@ -297,3 +299,19 @@ def test_one_statement_finishing_several_awaited_tasks_notifies_each(
     )
     assert ended.rowcount == 3
     assert sorted(ears.heard(), key=int) == [str(ids[0]), str(ids[2])]
+
+
+@pytest.mark.parametrize("backend", ["postgresql"])
+def test_marking_a_waiting_task_awaited_wakes_the_workers_of_its_queue(
+    ears: Ears, store: jobq.Store, running: int
+) -> None:
+    """The mark locks the row for a moment, and a capture then skips it: once the mark
+    commits, the enqueue channel names the task's queue so that workers look again. A
+    running task's mark, or a second mark, wakes nobody."""
+    waiting = store.enqueue("t", {}, queue="mail")
+    ears.write(AWAIT, waiting)
+    assert ears.heard("jobq_tasks") == ["mail"]
+    ears.write(AWAIT, waiting)
+    assert ears.heard("jobq_tasks") == []
+    ears.write(AWAIT, running)
+    assert ears.heard("jobq_tasks") == []
