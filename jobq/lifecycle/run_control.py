@@ -51,12 +51,11 @@ class RunControl:
         if PROGRESS and now >= self._next_progress:
             self._write_progress()
             self._next_progress = now + PROGRESS_INTERVAL
-        requested: set[Fence] = set()
+        if now < self._next_check:
+            return set()
+        self._next_check = now + CANCEL_CHECK_INTERVAL
         owned = list(fences)
-        if owned and now >= self._next_check:
-            requested = self._cancel_requests(owned)
-            self._next_check = now + CANCEL_CHECK_INTERVAL
-        return requested
+        return self._cancel_requests(owned) if owned else set()
 
     def _cancel_requests(self, fences: list[Fence]) -> set[Fence]:
         stmt = self.store.dialect.memo(("cancel requests",), _cancel_requests_statement)
