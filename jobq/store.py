@@ -396,10 +396,14 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
     def rescue(self) -> int:
         """Fail every in_progress task whose lease expired ('lease expired'); how many.
 
+        One whose cancel was asked for ends cancelled instead, as its run would have.
+
         A recurring row with no retry left goes back to its schedule's next tick.
         """
         now = self.dialect.now()
-        has_retries = c.retries_left > 0
+        # A run whose cancel was asked for ends cancelled rather than waiting for a retry.
+        cancelled = run_end.CANCEL_PENDING
+        retried = sa.and_(c.retries_left > 0, sa.not_(cancelled))
         stmt = (
             sa.update(tasks)
             .where(
@@ -409,12 +413,12 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
                 sa.not_(c.recurring),
             )
             .values(
-                status=Status.FAILED.value,
-                error="lease expired",
+                status=sa.case((cancelled, Status.CANCELLED.value), else_=Status.FAILED.value),
+                error=sa.case((cancelled, run_end.CANCELLED_ON_REQUEST), else_="lease expired"),
                 locked_by=None,
                 locked_until=None,
-                run_at=sa.case((has_retries, now), else_=c.run_at),
-                finished_at=sa.case((has_retries, sa.null()), else_=now),
+                run_at=sa.case((retried, now), else_=c.run_at),
+                finished_at=sa.case((retried, sa.null()), else_=now),
             )
         )
         rescued = self.db.write(lambda conn: conn.execute(stmt).rowcount)

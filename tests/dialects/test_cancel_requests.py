@@ -18,7 +18,7 @@ from jobq import Status
 from jobq.lifecycle.in_task import PROGRESS
 from jobq.lifecycle.run_control import RunControl
 from jobq.tasks import Completion
-from tests.helpers import all_rows
+from tests.helpers import all_rows, expire_lease
 
 End = Callable[[jobq.Store, Completion], int]
 
@@ -192,3 +192,25 @@ def test_progress_is_fenced_by_attempt_and_keeps_the_newest_report(store: jobq.S
     row = store.get(task.id)
     assert row is not None and row.progress == {"current": 2, "total": None, "message": "b\\x00"}
     assert not PROGRESS
+
+
+def test_a_rescued_run_whose_cancel_was_asked_for_ends_cancelled(store: jobq.Store) -> None:
+    task = running_with_request(store)
+    other = store.enqueue("t", {}, retries=3)
+    (plain,) = store.capture(1, worker_id="w")
+    assert plain.id == other
+    expire_lease(store, task.id)
+    expire_lease(store, other)
+    assert store.rescue() == 2
+    row = store.get(task.id)
+    assert row is not None
+    assert (row.status, row.error, row.retries_left) == (
+        Status.CANCELLED,
+        "cancelled on request",
+        3,
+    )
+    assert row.finished_at is not None
+    row = store.get(other)
+    assert row is not None and (row.status, row.error, row.finished_at) == (
+        Status.FAILED, "lease expired", None,
+    )  # fmt: skip
