@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -33,6 +33,9 @@ from jobq.task_admin import TaskAdmin
 from jobq.tasks import NO_NAMED_LEASES, Completion, Leases, Status, Task
 from jobq.validation import INT32, check_int, check_key, check_seconds, queue_list
 from jobq.worker_registry import WorkerRegistry
+
+if TYPE_CHECKING:
+    from jobq.observe.why import Explanation  # observe sits above store: imported late
 
 c = tasks.c
 
@@ -446,6 +449,13 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
         )
         rows = self.db.run(stmt, {"task_id": id}, fetch=True)
         return Task.from_values(self._read(rows[0])) if rows else None
+
+    def explain(self, id: int) -> Explanation:
+        """Why task ``id`` is or is not running, from the rows alone (see jobq.observe.why);
+        TaskNotFound if there is no such task."""
+        from jobq.observe.why import explain
+
+        return explain(self, id)
 
 
 def _capture_options(
