@@ -227,3 +227,20 @@ class TaskAdmin:
         """Delete every waiting task of ``queue`` (queued, or failed with retries left), in
         transactions of ``batch_size`` tasks; how many. Running and finished ones stay."""
         return bulk.purge(self, queue, batch_size=batch_size)
+
+    def running_tasks(self) -> dict[str, list[Task]]:
+        """The running (in_progress) tasks by the worker id that captured them (locked_by),
+        each worker's oldest run first: what `jobq workers` shows."""
+
+        def statement() -> sa.Select[Any]:
+            # The partial index of running rows; MySQL needs its emulated flag named.
+            running = sa.and_(
+                self.dialect.within("jobq_tasks_lease_expiry"), status_is(Status.IN_PROGRESS)
+            )
+            return sa.select(tasks).where(running).order_by(c.started_at, c.id)
+
+        by_worker: dict[str, list[Task]] = {}
+        for row in self.db.run(self.db.prepare("running_tasks", statement), {}, fetch=True):
+            task = Task.from_values(self._read(row))
+            by_worker.setdefault(task.locked_by or "", []).append(task)
+        return by_worker

@@ -28,6 +28,7 @@ from jobq.cli.common import (
     store_for,
 )
 from jobq.cli.cron import cron, summary
+from jobq.cli.json_output import dumps, show_document, status_document, task_document
 from jobq.cli.limits import limits
 from jobq.cli.locks import locks
 from jobq.cli.output import count, field_text, overrun_note, table, when, worker_row
@@ -35,6 +36,8 @@ from jobq.cli.params import Duration, JsonObject, Key, TaskLine
 from jobq.cli.results import result
 from jobq.cli.run_worker import worker
 from jobq.cli.task_file import enqueue_file
+from jobq.cli.why import why
+from jobq.cli.workers import list_workers
 from jobq.durations import format_duration
 from jobq.errors import JobqError, TaskNotFound
 from jobq.registry import TaskDefinition
@@ -203,8 +206,9 @@ def _not_applied(name: str | None, given: set[str]) -> str:
 
 
 @main.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead (see above).")
 @database_url_option
-def status(database_url: str) -> None:
+def status(as_json: bool, database_url: str) -> None:
     """Tasks per queue and status, the schedules, and the workers.
 
     For each queue: how many tasks each status holds and how long its oldest due task
@@ -212,12 +216,25 @@ def status(database_url: str) -> None:
     waiting). Then, if there are any, the schedules per queue: how many, running now,
     disabled, no longer defined. Then every registered worker; "stale" ones have not
     been seen for 60s.
+
+    \b
+    With --json, one object (times ISO 8601 UTC, durations in seconds):
+    {"queues": [{"queue", "counts": {STATUS: n}, "total",
+                 "oldest_waiting_seconds" (null: none due)}],
+     "schedules": [{"queue", "schedules", "running", "disabled", "no_longer_defined"}],
+     "workers": [{"id", "host", "pid", "queues" (null: all), "concurrency",
+                  "started_at", "last_seen", "state" (alive|stale), "alive",
+                  "timed_out"}]}
     """
     with store_for(database_url, read_only=True) as store:
         counts = store.counts()
         oldest = store.oldest_waiting()
-        schedules = summary(store.schedules())
+        states = store.schedules()
         workers = store.live_workers()
+    if as_json:
+        click.echo(dumps(status_document(counts, oldest, states, workers)))
+        return
+    schedules = summary(states)
     if counts:
         queues = sorted({queue for queue, _ in counts})
         rows = [
@@ -256,11 +273,27 @@ def status(database_url: str) -> None:
     "--limit", type=click.IntRange(1, 2**31 - 1), default=50, show_default=True,
     help="At most this many tasks, the newest first.",
 )  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="A JSON array of tasks instead (see above).")
 @database_url_option
-def list_(status_: str | None, queue: str | None, limit: int, database_url: str) -> None:
-    """The newest tasks, one a line."""
+def list_(
+    status_: str | None, queue: str | None, limit: int, as_json: bool, database_url: str
+) -> None:
+    """The newest tasks, one a line.
+
+    \b
+    With --json, a JSON array of task objects, newest first, each with every field
+    `jobq show` prints: {"id", "queue", "name", "args", "status", "priority", "run_at",
+    "retries_left", "attempt", "lease", "timeout", "locked_by", "locked_until",
+    "unique_key", "lock_key", "result", "error", "recurring", "created_at",
+    "started_at", "finished_at", "progress", "cancel_requested_at", "awaited"};
+    times ISO 8601 UTC or null; args, result, progress as JSON values, or
+    {"undecodable": true, "reason", "text"} when the stored text is not JSON.
+    """
     with store_for(database_url, read_only=True) as store:
         found = store.list_tasks(status=status_, queue=queue, limit=limit)
+    if as_json:
+        click.echo(dumps([task_document(task) for task in found]))
+        return
     if not found:
         click.echo("no tasks")
         return
@@ -274,17 +307,25 @@ def list_(status_: str | None, queue: str | None, limit: int, database_url: str)
 
 @main.command()
 @click.argument("task_id", metavar="ID", type=TASK_ID)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead (see above).")
 @database_url_option
-def show(task_id: int, database_url: str) -> None:
+def show(task_id: int, as_json: bool, database_url: str) -> None:
     """Every field of task ID.
 
     Its progress reads as the task last reported it (current/total message); a note says
     when a cancel was requested, and of a run gone past its timeout.
+
+    With --json, one task object as `jobq list --json` prints them, its progress as the
+    stored JSON value, plus "notes": the notes above, a list of strings (empty if none).
     """
     with store_for(database_url, read_only=True) as store:
         task = store.get(task_id)
         if task is None:
             raise JobqError(f"no task with id {task_id}")
+    if as_json:
+        notes = [_cancel_note(task), overrun_note(task, datetime.now(UTC))]
+        click.echo(dumps(show_document(task, notes)))
+        return
     names = [field.name for field in fields(task)]
     width = max(len(name) for name in names)
     for name in names:
@@ -462,3 +503,5 @@ main.add_command(locks)
 main.add_command(cron)
 main.add_command(limits)
 main.add_command(result)
+main.add_command(why)
+main.add_command(list_workers)

@@ -4,6 +4,7 @@ enable them."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import click
 
@@ -118,20 +119,25 @@ def summary(states: Sequence[ScheduleState]) -> str | None:
     schedules, how many running now, disabled, and no longer defined by the app."""
     if not states:
         return None
+    return table(SUMMARY_HEADERS, [list(counts.values()) for counts in summary_counts(states)])
+
+
+def summary_counts(states: Sequence[ScheduleState]) -> list[dict[str, Any]]:
+    """Per queue (in name order): queue, schedules, running, disabled, no_longer_defined."""
     rows = []
     for queue in sorted({state.queue for state in states}):
         of_queue = [state for state in states if state.queue == queue]
         rows.append(
-            [
-                queue,
-                len(of_queue),
-                sum(state.status is Status.IN_PROGRESS for state in of_queue),
-                sum(not state.enabled for state in of_queue),
+            {
+                "queue": queue,
+                "schedules": len(of_queue),
+                "running": sum(state.status is Status.IN_PROGRESS for state in of_queue),
+                "disabled": sum(not state.enabled for state in of_queue),
                 # A schedule both disabled and undefined counts as disabled, as list shows it.
-                sum(state.enabled and not state.defined for state in of_queue),
-            ]
+                "no_longer_defined": sum(state.enabled and not state.defined for state in of_queue),
+            }
         )
-    return table(SUMMARY_HEADERS, rows)
+    return rows
 
 
 def _printable(text: str) -> str:

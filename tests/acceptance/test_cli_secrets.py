@@ -49,6 +49,7 @@ COMMANDS: dict[str, list[str]] = {
     "cancel": ["1"],
     "purge": ["q", "--yes"],
     "result": ["1", "--timeout", "0"],
+    "why": ["1"],
     "prune": ["--older-than", "1d"],
     "worker": ["--app", "tests.apps.mixed:app", "--burst"],
     "locks list": [],
@@ -61,6 +62,7 @@ COMMANDS: dict[str, list[str]] = {
     "limits set": ["q", "--concurrency", "1"],
     "limits show": [],
     "limits clear": ["q"],
+    "workers": [],
 }
 
 
