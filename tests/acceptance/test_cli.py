@@ -13,7 +13,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -279,9 +279,10 @@ def test_status_of_an_empty_database_says_so(cli: Cli, db_url: str) -> None:
     assert done.stdout == "no tasks\n\nno workers\n"
 
 
-def test_status_shows_counts_oldest_waiting_and_workers(
-    cli: Cli, db_url: str, store: jobq.Store
-) -> None:
+def status_scene(store: jobq.Store, between: Callable[[], None] = lambda: None) -> None:
+    """What the status tests look at: in queue default one task waiting for 3h 10m, one
+    done, one cancelled; in emails one due in 10 min; worker w-1 alive (emails, default),
+    w-2 unseen for 10m 30s. ``between`` runs after the tasks, before the workers."""
     waiting = store.enqueue("a", {})
     ran = store.enqueue("b", {}, priority=1)
     cancelled = store.enqueue("c", {})
@@ -290,6 +291,7 @@ def test_status_shows_counts_oldest_waiting_and_workers(
     assert running.id == ran and store.set_status(ran, running.attempt, "done")
     assert store.cancel(cancelled)
     set_columns(store, waiting, run_at=datetime.now(UTC) - timedelta(hours=3, minutes=10))
+    between()
     store.register_worker("w-1", host="alpha", pid=111, queues=["emails", "default"], concurrency=4)
     store.register_worker("w-2", host="beta", pid=222, queues=None, concurrency=1)
     with store.engine.begin() as conn:
@@ -299,6 +301,11 @@ def test_status_shows_counts_oldest_waiting_and_workers(
             .values(last_seen=datetime.now(UTC) - timedelta(minutes=10, seconds=30))
         )
 
+
+def test_status_shows_counts_oldest_waiting_and_workers(
+    cli: Cli, db_url: str, store: jobq.Store
+) -> None:
+    status_scene(store)
     done = cli(db_url, "status")
     assert done.returncode == 0, done.stderr
     tasks_table, workers_table = done.stdout.split("\n\n")

@@ -23,7 +23,7 @@ from jobq.cli.json_output import dumps, task_document
 from jobq.cli.workers import LISTED
 from jobq.schema import tasks, workers
 from jobq.tasks import Status, Task, Undecodable
-from tests.acceptance.test_cli import Cli, Done, cli, failure, rows_of, sqlite_only
+from tests.acceptance.test_cli import Cli, Done, cli, failure, rows_of, sqlite_only, status_scene
 from tests.acceptance.test_cli_cron import synced
 from tests.helpers import set_columns
 
@@ -170,24 +170,11 @@ def test_show_of_an_unknown_id_is_the_same_error(cli: Cli, db_url: str) -> None:
 def test_status_holds_counts_oldest_waiting_schedules_and_workers(
     cli: Cli, db_url: str, store: jobq.Store
 ) -> None:
-    waiting = store.enqueue("a", {})
-    ran = store.enqueue("b", {}, priority=1)
-    cancelled = store.enqueue("c", {})
-    store.enqueue("d", {}, queue="emails", delay=600)  # not due: not waiting yet
-    (running,) = store.capture(1, worker_id="w")
-    assert running.id == ran and store.set_status(ran, running.attempt, "done")
-    assert store.cancel(cancelled)
-    set_columns(store, waiting, run_at=datetime.now(UTC) - timedelta(hours=3, minutes=10))
-    synced(db_url, store)
-    store.set_schedule_enabled("nightly", False)
-    store.register_worker("w-1", host="alpha", pid=111, queues=["emails", "default"], concurrency=4)
-    store.register_worker("w-2", host="beta", pid=222, queues=None, concurrency=1)
-    with store.engine.begin() as conn:
-        conn.execute(
-            sa.update(workers)
-            .where(workers.c.worker_id == "w-2")
-            .values(last_seen=datetime.now(UTC) - timedelta(minutes=10, seconds=30))
-        )
+    def schedules() -> None:
+        synced(db_url, store)
+        store.set_schedule_enabled("nightly", False)
+
+    status_scene(store, schedules)
 
     as_json, as_text = cli.many(db_url, [["status", "--json"], ["status"]])
     doc = document(as_json)
