@@ -41,14 +41,22 @@ class Run:
     #: It ran past its deadline and still runs: it keeps its row, lease, lock key and limit
     #: slot until its code returns, and then ends timed out.
     timed_out: bool = False
+    #: time.monotonic() when it was handed to the runner, and when its code returned.
+    began: float = 0.0
+    returned: float | None = None
 
     @classmethod
     def of(cls, task: Task, definition: TaskDefinition | None) -> Run:
         """A run of ``task``; with a timeout, it gets its deadline from now."""
+        now = time.monotonic()
         deadline = None
         if definition is not None and definition.timeout is not None:
-            deadline = time.monotonic() + definition.timeout
-        return cls(task, definition, deadline)
+            deadline = now + definition.timeout
+        return cls(task, definition, deadline, began=now)
+
+    def seconds(self) -> float | None:
+        """How long its code ran (from its hand-over), once it returned."""
+        return None if self.returned is None else self.returned - self.began
 
 
 class Runner:

@@ -27,6 +27,7 @@ from jobq.lifecycle.run_control import RunControl
 from jobq.limits import Limiter
 from jobq.limits.sql import SQL_LIMITER
 from jobq.logs import in_and_at, stopped_summary
+from jobq.observe.metrics import WorkerMetrics, outcome_label
 from jobq.outage import Outage
 from jobq.overruns import Overruns
 from jobq.registry import TaskDefinition
@@ -65,6 +66,7 @@ class Worker:
         limiter: Limiter | None = None,
         max_stuck: int | None = None,
         stuck_after: float = 60.0,
+        metrics: WorkerMetrics | None = None,
     ) -> None:
         check_int("concurrency", concurrency, minimum=1)
         check_seconds("grace", grace)
@@ -123,6 +125,14 @@ class Worker:
         self._runner = Runner(concurrency, self._finish)
         # Cancel requests of our runs, and their progress reports.
         self._control = RunControl(self.store)
+        #: Prometheus metrics (jobq worker --metrics-port), or None: nothing is counted.
+        self.metrics = metrics
+        if metrics is not None:
+            metrics.watch_slots(
+                lambda: len(self._runs), lambda: max(self.concurrency - len(self._runs), 0)
+            )
+        # With metrics: the tasks of ends not yet recorded, to label those found stale.
+        self._ending: dict[Fence, Task] = {}
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -342,6 +352,8 @@ class Worker:
                 self._finish(run, failure)
             else:
                 runnable.append(run)
+        if self.metrics is not None:
+            self.metrics.started(tasks)
         self._runner.start(runnable)
 
     def _definition(self, task: Task) -> TaskDefinition | None:
@@ -359,6 +371,7 @@ class Worker:
     def _finish(self, run: Run, outcome: Outcome) -> None:
         """From any thread: ``run``'s code is done; the loop records ``outcome``."""
         run.finished = True
+        run.returned = time.monotonic()
         self._finished.put((run.task.fence, outcome))
 
     def _collect(self, wait: float) -> None:
@@ -388,10 +401,14 @@ class Worker:
                 outcome = executor.timed_out(run.definition, run.task.attempt)
             self._end(run, _completion(fence, outcome))
             self.stats["snoozed" if outcome.status is Status.QUEUED else outcome.status.value] += 1
+            if self.metrics is not None:
+                self.metrics.finished(run.task, outcome_label(run, outcome), run.seconds())
 
     def _end(self, run: Run, completion: Completion) -> None:
         """Queue ``completion`` of ``run`` for the next write."""
         self._unrecorded.append(completion)
+        if self.metrics is not None:
+            self._ending[run.task.fence] = run.task
         if run.task.lock_key is not None:
             self._frees_lock_key = True
 
@@ -425,9 +442,23 @@ class Worker:
         if batch:
             self.limiter.release((end.id, end.attempt) for end in batch)
         stale = len(batch) - applied
+        if self.metrics is not None:
+            ended = [self._ending.pop((end.id, end.attempt), None) for end in batch]
+            self._count_stale([task for task in ended if task is not None], stale)
         if stale:
             self.stats["stale"] += stale
             log.warning("%d outcome(s) were stale: their leases expired and were taken over", stale)
+
+    def _count_stale(self, ended: list[Task], stale: int) -> None:
+        """Count ``stale`` ends of those of ``ended``: the write says how many, not which,
+        so they go to the task most of the batch ran (a batch is most often one task's)."""
+        assert self.metrics is not None
+        if stale and ended:
+            kinds = Counter((task.queue_id, task.name) for task in ended)
+            (queue, name), _ = kinds.most_common(1)[0]
+            task = next(t for t in ended if (t.queue_id, t.name) == (queue, name))
+            for _ in range(stale):
+                self.metrics.finished(task, "stale", None)
 
     def _expire_timeouts(self, now: float) -> None:
         """Cancel the runs past their timeouts; stop if too many are stuck (see Overruns)."""
@@ -462,6 +493,8 @@ class Worker:
             run.ended = True
             self._runner.cancel(run)
             self.stats["lost"] += 1
+            if self.metrics is not None:
+                self.metrics.finished(run.task, "lost", None)
             log.warning(
                 "task %d attempt %d: lease lost (expired and taken over); its outcome "
                 "will be dropped", fence[0], fence[1],
@@ -530,9 +563,13 @@ class Worker:
                 outcome = executor.timed_out(run.definition, run.task.attempt)
                 delay = max(outcome.retry_delay or 0.0, _STUCK_RETRY_DELAY)
                 self._end(run, _completion(run.task.fence, outcome, retry_delay=delay))
+                if self.metrics is not None:
+                    self.metrics.finished(run.task, "timed_out", None)
                 continue
             self._end(run, Completion(run.task.id, run.task.attempt, Status.QUEUED))
             self.stats["released"] += 1
+            if self.metrics is not None:
+                self.metrics.finished(run.task, "released", None)
         self._record()
 
     # --- helpers ----------------------------------------------------------------------

@@ -13,6 +13,7 @@ from jobq.app import load_app
 from jobq.cli.common import clear_errors
 from jobq.cli.params import UnsignedInt
 from jobq.limits import Limiter
+from jobq.observe.metrics import WorkerMetrics
 from jobq.store import Store
 from jobq.worker import Worker
 
@@ -83,6 +84,14 @@ CLUSTER_ID = UnsignedInt(128)
     help="Seconds to wait for TigerBeetle; past that, limited queues wait until it answers.",
 )  # fmt: skip
 @click.option(
+    "--metrics-port", type=click.IntRange(min=1, max=65535), default=None,
+    help="Serve Prometheus metrics on this port at /metrics (needs the 'metrics' extra).",
+)  # fmt: skip
+@click.option(
+    "--metrics-host", default="127.0.0.1", show_default=True,
+    help="With --metrics-port: the address to listen on (0.0.0.0: every interface).",
+)  # fmt: skip
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
     default="info",
@@ -116,6 +125,8 @@ def worker(
     tigerbeetle_addresses: str | None,
     tigerbeetle_cluster: int,
     tigerbeetle_timeout: float,
+    metrics_port: int | None,
+    metrics_host: str,
     log_level: str,
     log_format: str,
     database_url: str | None,
@@ -132,6 +143,7 @@ def worker(
         if database_url is not None:
             app.store = Store(database_url)
         names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
+        metrics = _metrics(metrics_port, metrics_host)
         running = Worker(
             app, queues=names, concurrency=concurrency, lease=lease, grace=grace,
             poll_interval=poll_interval, burst=burst, burst_wait=burst_wait, worker_id=worker_id,
@@ -139,6 +151,7 @@ def worker(
             limiter=_limiter(
                 limiter, tigerbeetle_addresses, tigerbeetle_cluster, tigerbeetle_timeout
             ),
+            metrics=metrics,
         )  # fmt: skip
         running.run()
     if running.stragglers or running.exit_code:
@@ -158,3 +171,16 @@ def _limiter(kind: str, addresses: str | None, cluster: int, timeout: float) -> 
     from jobq.limits.tigerbeetle import TigerBeetleLimiter  # the optional extra
 
     return TigerBeetleLimiter(addresses, cluster, deadline=timeout)
+
+
+def _metrics(port: int | None, host: str) -> WorkerMetrics | None:
+    """The worker's Prometheus metrics, served on ``host``:``port`` (None: no port given)."""
+    if port is None:
+        return None
+    metrics = WorkerMetrics()
+    try:
+        metrics.serve(port, host)
+    except OSError as error:
+        raise click.UsageError(f"--metrics-port {port}: cannot listen on {host}: {error}") from None
+    logging.getLogger("jobq.worker").info("metrics at http://%s:%d/metrics", host, port)
+    return metrics
