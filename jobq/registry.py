@@ -199,6 +199,11 @@ def _format(
         raise InvalidTaskArguments(
             f"task {task!r}: {option} template {template!r} cannot format the arguments: {error}"
         ) from None
+    except RecursionError:  # str() of a value nested thousands deep: checked before JSON is
+        raise InvalidTaskArguments(
+            f"task {task!r}: {option} template {template!r} cannot format the arguments: "
+            "they nest too deeply"
+        ) from None
     check_key(option, key, required=True)
     return key
 

@@ -107,3 +107,17 @@ def test_check_arguments_accepts_what_signature_bind_accepts(func: object, kwarg
     else:
         with pytest.raises(TypeError, match="task 't': "):
             definition.check_arguments(kwargs)
+
+
+def test_a_key_of_arguments_nested_thousands_deep_is_refused_not_crashed() -> None:
+    """App.enqueue formats the keys before it encodes the JSON (which would refuse such
+    arguments): the formatting must refuse them too, with the one error enqueue raises."""
+
+    def report(day: object) -> None: ...
+
+    definition = TaskDefinition(name="report", func=report, unique="report:{day}")
+    nested: list[object] = []
+    for _ in range(5000):
+        nested = [nested]
+    with pytest.raises(jobq.InvalidTaskArguments, match="nest too deeply"):
+        definition.unique_key({"day": nested})
