@@ -16,6 +16,7 @@ from jobq.lifecycle.in_task import Snooze, _current_task
 from jobq.logs import RecordMaker, in_and_at
 from jobq.payload import result_problem
 from jobq.registry import Registry, TaskDefinition
+from jobq.tasks import CANCELLED_ON_REQUEST as CANCELLED_ERROR
 from jobq.tasks import Status, Task, Undecodable
 
 log = logging.getLogger("jobq.task")
@@ -253,7 +254,7 @@ def _returned(definition: TaskDefinition, result: Any, attempt: int) -> Outcome:
 
 
 #: How a run that saw its cancel request (jobq.check_cancelled, or CancelledError) ends.
-CANCELLED_ON_REQUEST = Outcome(Status.CANCELLED, error="cancelled on request")
+CANCELLED_ON_REQUEST = Outcome(Status.CANCELLED, error=CANCELLED_ERROR)
 
 
 def _failure(definition: TaskDefinition, error: Exception, attempt: int) -> Outcome:

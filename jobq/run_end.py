@@ -22,7 +22,7 @@ from jobq.errors import InvalidOption, PayloadTooLarge
 from jobq.payload import checked_result, encode_records, encode_result, storable_text
 from jobq.retry import Backoff
 from jobq.schema import HAS_RETRIES, status_is, tasks
-from jobq.tasks import Completion, Status, as_utc
+from jobq.tasks import CANCELLED_ON_REQUEST, Completion, Status, as_utc
 from jobq.validation import INT32, check_datetime, check_int, check_seconds
 
 c = tasks.c
@@ -83,9 +83,6 @@ def end_values(
 #: wait again (a failure with retries left, a snooze, a release) ends it cancelled instead;
 #: done and terminal failures are recorded as they happened.
 CANCEL_PENDING = c.cancel_requested_at.is_not(None)
-
-#: The error of a run ended by its cancel request.
-CANCELLED_ON_REQUEST = "cancelled on request"
 
 
 def _cancelled_instead(dialect: Dialect) -> dict[str, Any]:

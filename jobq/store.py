@@ -30,7 +30,7 @@ from jobq.prepared import Prepared
 from jobq.retry import Backoff, ExponentialBackoff
 from jobq.schema import status_is, tasks
 from jobq.task_admin import TaskAdmin
-from jobq.tasks import NO_NAMED_LEASES, Completion, Leases, Status, Task
+from jobq.tasks import CANCELLED_ON_REQUEST, NO_NAMED_LEASES, Completion, Leases, Status, Task
 from jobq.validation import INT32, check_int, check_key, check_seconds, queue_list
 from jobq.worker_registry import WorkerRegistry
 
@@ -417,7 +417,7 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
             )
             .values(
                 status=sa.case((cancelled, Status.CANCELLED.value), else_=Status.FAILED.value),
-                error=sa.case((cancelled, run_end.CANCELLED_ON_REQUEST), else_="lease expired"),
+                error=sa.case((cancelled, CANCELLED_ON_REQUEST), else_="lease expired"),
                 locked_by=None,
                 locked_until=None,
                 run_at=sa.case((retried, now), else_=c.run_at),

@@ -97,6 +97,9 @@ class Task:
         return (self.id, self.attempt)
 
 
+#: The error a run ended by its cancel request keeps (the worker's end, rescue, the SQL).
+CANCELLED_ON_REQUEST = "cancelled on request"
+
 #: The fences (id, attempt) of this process's runs whose cancel its worker has heard of
 #: since it captured them; the worker adds and removes them, task code reads them.
 CANCEL_REQUESTED: set[tuple[int, int]] = set()

@@ -10,14 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from jobq.errors import TaskCancelled, TaskFailed, TaskNotFound
 from jobq.lifecycle import waiting
-from jobq.tasks import Status, Task
+from jobq.tasks import CANCELLED_ON_REQUEST, Status, Task
 from jobq.validation import check_seconds
 
 if TYPE_CHECKING:
     from jobq.store import Store
-
-#: The summary of a cancelled task whose row says nothing of why.
-CANCELLED_ON_REQUEST = "cancelled on request"
 
 
 class TaskHandle(int):
