@@ -48,6 +48,9 @@ tasks = sa.Table(
     sa.Column("cancel_requested_at", Moment, nullable=True),
     # Someone waits for its end: on PostgreSQL its finish notifies channel jobq_ended.
     sa.Column("awaited", sa.Boolean(), nullable=False, server_default=sa.false()),
+    # The W3C trace context of the span that enqueued it, {"traceparent", "tracestate"}:
+    # the worker's span of each run joins that trace (jobq[otel]).
+    sa.Column("trace_context", sa.JSON(none_as_null=True), nullable=True),
     sa.CheckConstraint(sa.column("status").in_(STATUSES), name="jobq_tasks_status_valid"),
     sa.CheckConstraint("retries_left >= 0", name="jobq_tasks_retries_left_nonnegative"),
     **table_options(),
@@ -228,7 +231,9 @@ sa.Index("jobq_schedule_runs_schedule", schedule_runs.c.schedule, schedule_runs.
 #: Per-queue limits (jobq.limits): at most ``concurrency`` rows of the queue in progress,
 #: at most ``rate_count`` starts in any ``rate_period`` seconds. ``generation`` is drawn
 #: afresh by every change, so a limiter keeping its own state (TigerBeetle) can tell one
-#: setting from the next, even after a clear and a set of the same values.
+#: setting from the next, even after a clear and a set of the same values. A paused queue
+#: (``paused``) has a row too, limited or not: no capture takes from a queue with a row
+#: unless its limiter does, and limiters take nothing from a paused queue.
 limits = sa.Table(
     "jobq_limits",
     metadata,
@@ -238,6 +243,7 @@ limits = sa.Table(
     sa.Column("rate_period", Seconds, nullable=True),
     sa.Column("generation", sa.BigInteger(), nullable=False),
     sa.Column("updated_at", Moment, nullable=False),
+    sa.Column("paused", sa.Boolean(), nullable=False, server_default=sa.false()),
     sa.CheckConstraint("concurrency >= 1", name="jobq_limits_concurrency_positive"),
     sa.CheckConstraint(
         "(rate_count IS NULL AND rate_period IS NULL) OR (rate_count IS NOT NULL"
@@ -245,7 +251,7 @@ limits = sa.Table(
         name="jobq_limits_rate_valid",
     ),
     sa.CheckConstraint(
-        "concurrency IS NOT NULL OR rate_count IS NOT NULL", name="jobq_limits_not_empty"
+        "concurrency IS NOT NULL OR rate_count IS NOT NULL OR paused", name="jobq_limits_not_empty"
     ),
     **table_options(),
 )

@@ -79,6 +79,8 @@ class Task:
     cancel_requested_at: datetime | None = None
     #: Someone waits for its end (a TaskHandle on PostgreSQL, which is notified of it).
     awaited: bool = False
+    #: The W3C trace context of the span that enqueued it (jobq[otel]), or None.
+    trace_context: dict[str, str] | None = None
 
     @classmethod
     def from_values(cls, values: Sequence[Any]) -> Task:

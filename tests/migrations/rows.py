@@ -21,8 +21,15 @@ from jobq.tasks import Status
 #: The columns revision 0009 added to jobq_tasks.
 ADDED_BY_0009 = ("progress", "cancel_requested_at", "awaited")
 
+#: The columns revision 0010 added to jobq_tasks.
+ADDED_BY_0010 = ("trace_context",)
+
 #: The columns jobq_tasks had from 0001 to 0008 (no revision before 0009 changed the set).
-COLUMNS_BEFORE_0009 = tuple(col.name for col in tasks.c if col.name not in ADDED_BY_0009)
+COLUMNS_BEFORE_0009 = tuple(
+    col.name for col in tasks.c if col.name not in ADDED_BY_0009 + ADDED_BY_0010
+)
+#: The columns jobq_tasks had at 0009.
+COLUMNS_AT_0009 = COLUMNS_BEFORE_0009 + ADDED_BY_0009
 
 
 def task_rows(
