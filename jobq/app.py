@@ -165,6 +165,15 @@ class App:
             return None
         return self.store.set_limit(queue, concurrency=concurrency, rate=rate)
 
+    def pause_queue(self, queue: str) -> bool:
+        """Stop every worker taking tasks of ``queue`` (within a second); running ones
+        finish, waiting ones wait. False if it was paused already."""
+        return self.store.pause_queue(queue)
+
+    def resume_queue(self, queue: str) -> bool:
+        """Let workers take tasks of ``queue`` again; False if it was not paused."""
+        return self.store.resume_queue(queue)
+
     # --- locks (jobq.locks), on this app's database --------------------------------------
 
     def mutex(self, name: str, *, wait: float = 0.0) -> Mutex:

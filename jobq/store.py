@@ -27,6 +27,7 @@ from jobq.limits.sql import SQL_LIMITER, Limits
 from jobq.outage import Outage
 from jobq.periodic import Periodic
 from jobq.prepared import Prepared
+from jobq.queues.pause import Pauses
 from jobq.retry import Backoff, ExponentialBackoff
 from jobq.schema import status_is, tasks
 from jobq.task_admin import TaskAdmin
@@ -47,7 +48,7 @@ _LOCK_KEY_RACE_TRIES = 5
 _T = TypeVar("_T")
 
 
-class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
+class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits, Pauses):
     """Tasks in SQL rows: enqueue, capture, set_status, heartbeat, rescue, prune."""
 
     def __init__(
@@ -127,8 +128,8 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits):
                 )
             )
         rest = limit - len(captured)
-        if names is not None and all(name in limited for name in names):
-            return captured  # every queue named is limited: nothing is left to take
+        if names is not None and self.withheld_queues(names):
+            return captured  # every queue named is limited or paused: nothing is left
         return captured + self._retrying_lock_key_races(
             lambda: self._capture(None, rest, names, worker_id, lease)
         )

@@ -51,6 +51,12 @@ def unlimited_queue() -> sa.ColumnElement[bool]:
     return sa.not_(c.queue_id.in_(sa.select(limits.c.queue)))
 
 
+def unpaused_queue() -> sa.ColumnElement[bool]:
+    """Rows of queues that are not paused: what a limiter's capture adds, so that a pause
+    holds from its commit on, whatever a Store's copy of jobq_limits still says."""
+    return sa.not_(c.queue_id.in_(sa.select(limits.c.queue).where(limits.c.paused)))
+
+
 class CapturePredicates:
     """The conditions of a capture; a part of Dialect."""
 
@@ -119,11 +125,11 @@ class CapturePredicates:
         self, now: sa.ColumnElement[Any], queue_count: int | None, unlimited_only: bool = True
     ) -> sa.Select[Any]:
         """The ids a capture takes: capturable at ``now``, in order, at most ``limit``;
-        of unlimited queues only, unless told otherwise (by a limiter)."""
+        of unlimited queues only, unless told otherwise (by a limiter: then of queues not
+        paused)."""
         index = "jobq_tasks_capture" if queue_count == 1 else "jobq_tasks_capture_any_queue"
         ids = sa.select(c.id).where(
             self.within(index), self.capturable(now), queue_filter(queue_count)
         )
-        if unlimited_only:
-            ids = ids.where(unlimited_queue())
+        ids = ids.where(unlimited_queue() if unlimited_only else unpaused_queue())
         return ids.order_by(*CAPTURE_ORDER).limit(sa.bindparam("limit", type_=sa.Integer))

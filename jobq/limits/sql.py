@@ -44,7 +44,8 @@ class Limits:
 
     db: Database
     dialect: Dialect
-    _limits_cache: tuple[float, dict[str, Limit]] | None = None
+    #: When jobq_limits was read, its limits (of paused queues too), and the paused queues.
+    _limits_cache: tuple[float, dict[str, Limit], frozenset[str]] | None = None
     #: Store._capture: capture on ``connection``, of limited queues too if not unlimited_only.
     _capture: Callable[..., list[Task]]
 
@@ -80,7 +81,20 @@ class Limits:
         check_key("queue", queue, required=True)
 
         def clear(conn: Connection) -> int:
-            cleared = conn.execute(sa.delete(limits).where(lc.queue == queue)).rowcount
+            ours = sa.and_(lc.queue == queue, _has_limit())
+            cleared = conn.execute(sa.delete(limits).where(ours, sa.not_(lc.paused))).rowcount
+            if not cleared:  # a paused queue keeps its row, for the pause
+                cleared = conn.execute(
+                    sa.update(limits)
+                    .where(ours, lc.paused)
+                    .values(
+                        concurrency=None,
+                        rate_count=None,
+                        rate_period=None,
+                        generation=secrets.randbits(62) + 1,
+                        updated_at=self.dialect.now(),
+                    )
+                ).rowcount
             conn.execute(sa.delete(limit_starts).where(sc.queue == queue))
             return cleared
 
@@ -89,10 +103,15 @@ class Limits:
         return bool(cleared)
 
     def limits(self) -> dict[str, Limit]:
-        """Every queue's limit, by queue name."""
+        """Every queue's limit, by queue name (a paused queue's too, if it has one)."""
+        return self._limit_rows()[0]
+
+    def _limit_rows(self) -> tuple[dict[str, Limit], frozenset[str]]:
+        """jobq_limits as read now: the limits by queue, and the paused queues."""
         with self.db.unit(read_only=True) as conn:
             rows = conn.execute(sa.select(limits).order_by(lc.queue)).all()
-        return {row.queue: _limit_of(row) for row in rows}
+        found = {row.queue: _limit_of(row) for row in rows if _limited(row)}
+        return found, frozenset(row.queue for row in rows if row.paused)
 
     def limit_usage(self) -> dict[str, tuple[int, int]]:
         """For each limited queue: tasks running now, and starts within its rate period."""
@@ -116,13 +135,23 @@ class Limits:
             return {queue: (run, start) for queue, run, start in conn.execute(stmt)}
 
     def limited_queues(self, names: Sequence[str] | None = None) -> dict[str, Limit]:
-        """The limits of ``names`` (None: every queue), as read at most LIMITS_REFRESH s ago."""
+        """The limits of ``names`` (None: every queue) that are not paused: what limiters
+        capture from, as read at most LIMITS_REFRESH s ago."""
+        _, found, paused = self._cached_limits()
+        wanted = found if names is None else [name for name in names if name in found]
+        return {name: found[name] for name in wanted if name not in paused}
+
+    def withheld_queues(self, names: Sequence[str]) -> bool:
+        """Whether every queue of ``names`` is limited or paused (as read at most
+        LIMITS_REFRESH s ago): then no capture of unlimited queues can take anything."""
+        _, found, paused = self._cached_limits()
+        return all(name in found or name in paused for name in names)
+
+    def _cached_limits(self) -> tuple[float, dict[str, Limit], frozenset[str]]:
         cached = self._limits_cache
         if cached is None or time.monotonic() - cached[0] > LIMITS_REFRESH:
-            cached = self._limits_cache = (time.monotonic(), self.limits())
-        if names is None:
-            return dict(cached[1])
-        return {name: cached[1][name] for name in names if name in cached[1]}
+            cached = self._limits_cache = (time.monotonic(), *self._limit_rows())
+        return cached
 
     def limited_waiting(self, names: Sequence[str] | None = None) -> bool:
         """Whether a limited queue among ``names`` (None: any) has a task due but held back."""
@@ -151,12 +180,12 @@ class Limits:
 
         One transaction, holding the queue's jobq_limits row locked: no concurrent capture
         of the queue can see the same free room. Nothing if the limit was cleared meanwhile
-        (the queue is then captured as an unlimited one).
+        (the queue is then captured as an unlimited one) or the queue paused.
         """
 
         def capture(conn: Connection) -> list[Task]:
             row = conn.execute(sa.select(limits).where(lc.queue == queue).with_for_update()).first()
-            if row is None:
+            if row is None or row.paused or not _limited(row):
                 return []
             limit = _limit_of(row)
             # The time after the lock was granted: a transaction's now() on PostgreSQL is
@@ -204,6 +233,7 @@ class Limits:
         """Capture at most ``wanted`` tasks of ``queue`` whether or not it is limited.
 
         For a limiter that enforces the limit elsewhere and has granted ``wanted`` runs.
+        Nothing from a paused queue, however recently paused.
         """
         return self._capture(None, wanted, [queue], worker_id, lease, unlimited_only=False)
 
@@ -247,6 +277,15 @@ SQL_LIMITER: Limiter = SqlLimiter()
 def _running(now: Any) -> sa.ColumnElement[bool]:
     """Runs holding a slot: in progress with a lease not yet expired."""
     return sa.and_(status_is(Status.IN_PROGRESS), c.locked_until >= now)
+
+
+def _has_limit() -> sa.ColumnElement[bool]:
+    """Rows of jobq_limits that limit their queue (a paused queue's may only pause it)."""
+    return sa.or_(lc.concurrency.is_not(None), lc.rate_count.is_not(None))
+
+
+def _limited(row: Any) -> bool:
+    return row.concurrency is not None or row.rate_count is not None
 
 
 def _limit_of(row: Any) -> Limit:

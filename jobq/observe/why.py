@@ -37,7 +37,7 @@ _COLUMNS = (
 class Explanation:
     """Why task ``task_id`` is or is not running.
 
-    ``reason`` is a short stable code (due_later, retry_wait, lock_key_held,
+    ``reason`` is a short stable code (due_later, retry_wait, queue_paused, lock_key_held,
     lock_key_behind, concurrency_full, rate_full, no_worker, ready, running, finished,
     cancelled); ``lines`` say it in sentences, the first the main one; ``details`` hold
     the facts as JSON-able values (ids, worker ids, ISO 8601 UTC times, counts).
@@ -182,9 +182,12 @@ def _waiting(store: Store, row: Any, now: datetime, details: dict[str, Any]) -> 
     lines = [f"due now (since {_when(run_at)})"]
     if failed:
         lines[0] = f"attempt {row.attempt} failed: {details['error']}; its retry is due now"
-    # Queue paused: when queues can be paused, the reason "queue_paused" is checked here,
-    # first among the reasons of a due task (a paused queue is taken by no capture at all).
-    blocked = _lock_key(store, row, now, details) or _limit(store, row, now, details)
+    # First: a paused queue is taken by no capture at all, whatever else holds.
+    blocked = (
+        _paused(store, row, details)
+        or _lock_key(store, row, now, details)
+        or _limit(store, row, now, details)
+    )
     if blocked is not None:
         reason, line = blocked
         lines.append(line)
@@ -200,6 +203,15 @@ def _waiting(store: Store, row: Any, now: datetime, details: dict[str, Any]) -> 
 def _serving(workers: list[LiveWorker], queue: str) -> list[LiveWorker]:
     """The live workers that capture from ``queue`` (queues None: every queue)."""
     return [w for w in workers if w.alive and (w.queues is None or queue in w.queues)]
+
+
+def _paused(store: Store, row: Any, details: dict[str, Any]) -> tuple[str, str] | None:
+    """(reason, line) if the row's queue is paused; else None."""
+    details["paused"] = row.queue_id in store.paused_queues()
+    if not details["paused"]:
+        return None
+    resume = f"jobq queues resume {row.queue_id}"
+    return "queue_paused", f"queue {row.queue_id!r} is paused (`{resume}` lets it run)"
 
 
 def _lock_key(
