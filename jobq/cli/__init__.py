@@ -31,8 +31,10 @@ from jobq.cli.cron import cron, summary
 from jobq.cli.json_output import dumps, show_document, status_document, task_document
 from jobq.cli.limits import limits
 from jobq.cli.locks import locks
+from jobq.cli.metrics_exporter import metrics_exporter
 from jobq.cli.output import count, field_text, overrun_note, table, when, worker_row
 from jobq.cli.params import Duration, JsonObject, Key, TaskLine
+from jobq.cli.queues import queues
 from jobq.cli.results import result
 from jobq.cli.run_worker import worker
 from jobq.cli.task_file import enqueue_file
@@ -505,3 +507,5 @@ main.add_command(limits)
 main.add_command(result)
 main.add_command(why)
 main.add_command(list_workers)
+main.add_command(queues)
+main.add_command(metrics_exporter)
