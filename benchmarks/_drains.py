@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -157,19 +158,21 @@ def jobq_drain(
     timeout: float,
     *,
     task_logs: bool,
+    options: Sequence[str] = (),
 ) -> Drain:
     """Time one jobq worker draining ``n`` runs of ``task``; check every row ended done.
 
     With ``task_logs`` the worker keeps its default INFO logging (one line per task start
     and end, its stderr going to a temporary file), else it runs at --log-level warning.
+    ``options`` go to the worker's command line after the others.
     """
     store = jobq.Store(url)
     try:
         store.migrate()
-        options = ["--burst", "--concurrency", str(concurrency)]
+        given = ["--burst", "--concurrency", str(concurrency)]
         if not task_logs:
-            options += ["--log-level", "warning"]
-        cmd = jobq_worker_cmd(*options)
+            given += ["--log-level", "warning"]
+        cmd = jobq_worker_cmd(*given, *options)
         # Start-up and exit on an empty queue: imports, connecting, registering.
         reset(store)
         empty = run_jobq(url, cmd, timeout, forward=not task_logs).seconds

@@ -287,7 +287,8 @@ def list_(
     `jobq show` prints: {"id", "queue", "name", "args", "status", "priority", "run_at",
     "retries_left", "attempt", "lease", "timeout", "locked_by", "locked_until",
     "unique_key", "lock_key", "result", "error", "recurring", "created_at",
-    "started_at", "finished_at", "progress", "cancel_requested_at", "awaited"};
+    "started_at", "finished_at", "progress", "cancel_requested_at", "awaited",
+    "trace_context"};
     times ISO 8601 UTC or null; args, result, progress as JSON values, or
     {"undecodable": true, "reason", "text"} when the stored text is not JSON.
     """

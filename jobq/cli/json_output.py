@@ -10,7 +10,7 @@ A task (``list`` gives an array of them, ``show`` one, ``workers`` a part of eac
     {"id", "queue", "name", "args", "status", "priority", "run_at", "retries_left",
      "attempt", "lease", "timeout", "locked_by", "locked_until", "unique_key", "lock_key",
      "result", "error", "recurring", "created_at", "started_at", "finished_at",
-     "progress", "cancel_requested_at", "awaited"}
+     "progress", "cancel_requested_at", "awaited", "trace_context"}
 
 every field of jobq.Task in its order, "queue" being its queue_id. "args", "result" and
 "progress" are the stored JSON values; one that could not be decoded is

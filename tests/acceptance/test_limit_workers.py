@@ -12,6 +12,7 @@ real ones (capture to recorded end): it can only understate how many held a slot
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -27,6 +28,7 @@ import sqlalchemy as sa
 
 import jobq
 from jobq import Status
+from tests.acceptance.test_cli import Cli
 from tests.acceptance.test_worker_processes import wait_until
 from tests.apps import limited
 from tests.worker_processes import ROOT, Worker, Workers
@@ -301,3 +303,54 @@ def test_a_full_limited_queue_does_not_hold_back_an_unlimited_one(
     assert slow_started <= 5, runs("limited")
     assert max(run["finished"] for run in free) - min(run["started"] for run in free) < 5.0
     assert overlap(intervals(runs("limited"))) == 1
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("limited_too", [False, True], ids=["unlimited", "limited"])
+def test_pausing_a_queue_stops_every_worker_taking_from_it_within_a_second(
+    store: jobq.Store, workers: LimitedWorkers, db_url: str, tmp_path: Path, limited_too: bool
+) -> None:
+    """Two workers drain queues ``paused`` (limited or not) and ``other``; `jobq queues
+    pause paused` stops both workers capturing from it within a second by the database's
+    clock, while its running tasks end done and ``other`` drains on; `jobq queues list`
+    and `jobq why` say so; resumed, it drains, every task run once."""
+    if limited_too:
+        store.set_limit("paused", concurrency=3)
+    paused_ids = limited.free.enqueue_many([{"seconds": 0.1}] * 150, _queue="paused")
+    other_ids = limited.free.enqueue_many([{"seconds": 0.1}] * 60, _queue="other")
+    started = [workers.start("--concurrency", "4") for _ in range(2)]
+    cli = Cli(tmp_path)
+    try:
+        wait_until(lambda: len(runs("paused")) >= 6, timeout=60)
+        paused = cli(db_url, "queues", "pause", "paused")
+        assert (paused.returncode, paused.stdout) == (0, "queue 'paused' paused\n"), paused
+        with store.engine.connect() as conn:
+            paused_at = conn.execute(sa.select(store.dialect.now())).scalar_one()
+        paused_at = jobq.tasks.as_utc(paused_at).timestamp()
+        wait_until(lambda: finished("other") == len(other_ids), timeout=60)
+        # Every run of the paused queue captured before the pause has ended by now.
+        wait_until(lambda: all(run["finished"] for run in runs("paused")), timeout=30)
+        before = runs("paused")
+        late = [run for run in before if run["captured"] > paused_at + 1.0]
+        assert late == [], (paused_at, late)
+        left = [store.get(task_id) for task_id in paused_ids]
+        waiting = [task for task in left if task.status is Status.QUEUED]
+        assert waiting and all(task.attempt == 0 for task in waiting)
+        ran = [task for task in left if task.status is not Status.QUEUED]
+        assert {task.status for task in ran} == {Status.DONE}  # nothing released
+        assert all(task.attempt == 1 for task in ran)
+
+        listed = {q["queue"]: q for q in json.loads(cli(db_url, "queues", "list", "--json").stdout)}
+        assert listed["paused"]["paused"] is True and listed["other"]["paused"] is False
+        assert listed["paused"]["counts"]["queued"] == len(waiting)
+        assert listed["paused"]["counts"]["done"] == len(ran)
+        assert len(listed["paused"]["workers"]) == 2
+        assert (listed["paused"]["limit"] is not None) is limited_too
+        why = json.loads(cli(db_url, "why", str(waiting[0].id), "--json").stdout)
+        assert why["reason"] == "queue_paused", why
+
+        store.resume_queue("paused")
+        wait_until(lambda: finished("paused") == len(paused_ids), timeout=90)
+    finally:
+        stop(*started)
+    assert_each_ran_once(store, paused_ids + other_ids, runs())
