@@ -6,6 +6,7 @@ A part of Store (mixed in); it runs on the Store's database.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 import weakref
 from collections.abc import Iterable, Mapping
@@ -19,6 +20,7 @@ from sqlalchemy.engine import Connection
 from jobq.database import Database
 from jobq.dialects import Dialect
 from jobq.errors import InvalidOption, JobqError, PayloadTooLarge, first_line
+from jobq.observe import tracing
 from jobq.payload import check_args, encode_args
 from jobq.prepared import Prepared
 from jobq.tasks import as_utc
@@ -86,10 +88,30 @@ class Enqueuer:
             name, queue, priority, run_at, delay, retries, timeout, lease, unique_key, lock_key
         )
         params["new_args"] = checked
+        if tracing.MODULE in sys.modules:  # the application traces (jobq[otel]): a span
+            with tracing.enqueue_span(name, queue) as span:
+                task_id = self._insert(timing, params, unique_key, connection, span.trace_context)
+                span.enqueued([task_id])
+                return task_id
+        return self._insert(timing, params, unique_key, connection, None)
+
+    def _insert(
+        self,
+        timing: str,
+        params: dict[str, Any],
+        unique_key: str | None,
+        connection: Connection | None,
+        trace_context: dict[str, str] | None,
+    ) -> int:
+        """Write the row of enqueue() and return its id; with ``unique_key``, the holder's."""
+        # Traced rows have statements of their own: untraced ones (every row, without
+        # jobq[otel]) keep theirs, with no column more to bind.
+        traced = trace_context is not None
+        if traced:
+            params["new_trace_context"] = trace_context
         if unique_key is None:
-            insert = self.db.prepare(
-                ("insert", timing), lambda: self.dialect.insert_statement(timing)
-            )
+            key = ("insert traced" if traced else "insert", timing)
+            insert = self.db.prepare(key, lambda: self.dialect.insert_statement(timing, traced))
             task_id = self.db.insert(insert, params, connection=connection)[0]
             if connection is not None:
                 self._loaded(connection, 1)
@@ -98,7 +120,7 @@ class Enqueuer:
         def insert_or_find(conn: Connection) -> int:
             # Repeated in case the holder finishes between the insert and the look-up.
             for _ in range(100):
-                task_id = self.dialect.insert_unique(conn, timing, params)
+                task_id = self.dialect.insert_unique(conn, timing, params, traced)
                 if task_id is None:
                     task_id = self.dialect.holder_of(conn, unique_key)
                 if task_id is not None:
@@ -158,8 +180,28 @@ class Enqueuer:
         timing, params = self._new_row(
             name, queue, priority, run_at, delay, retries, timeout, lease, None, lock_key
         )
+        if tracing.MODULE in sys.modules:  # the application traces (jobq[otel]): a span
+            with tracing.enqueue_span(name, queue) as span:
+                ids = self._insert_many(timing, params, batches, connection, span.trace_context)
+                span.enqueued(ids)
+                return ids
+        return self._insert_many(timing, params, batches, connection, None)
+
+    def _insert_many(
+        self,
+        timing: str,
+        params: dict[str, Any],
+        batches: list[Any],
+        connection: Connection | None,
+        trace_context: dict[str, str] | None,
+    ) -> list[int]:
+        """Write the rows of enqueue_many(), one statement per batch; their ids, in order."""
+        traced = trace_context is not None
+        if traced:
+            params["new_trace_context"] = trace_context
         insert = self.db.prepare(
-            ("insert many", timing), lambda: self.dialect.insert_many_statement(timing)
+            ("insert many traced" if traced else "insert many", timing),
+            lambda: self.dialect.insert_many_statement(timing, traced),
         )
         if len(batches) == 1 and connection is None:
             ids = self._insert_batch(insert, params, batches[0])

@@ -6,7 +6,8 @@ import asyncio
 import logging
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -23,6 +24,11 @@ log = logging.getLogger("jobq.task")
 # Each run logs its start and its end: two lines per task, made the cheap way.
 _start_lines = RecordMaker(log)
 _end_lines = RecordMaker(log)
+
+#: Told of the exception a run's code raised, in the run's context, where it is set: the
+#: run's trace span records it then (jobq.observe.tracing). Not kept in the Outcome: the
+#: frames of its traceback hold the Outcome, a cycle only a garbage collection frees.
+RAISED: ContextVar[Callable[[BaseException], None]] = ContextVar("jobq_raised")
 
 
 class Retry(Exception):
@@ -265,6 +271,8 @@ def _failure(definition: TaskDefinition, error: Exception, attempt: int) -> Outc
     if isinstance(error, Retry):
         delay = definition.backoff.delay(attempt) if error.delay is None else error.delay
         return Outcome(Status.FAILED, error=f"Retry: {error.reason}", retry_delay=delay)
+    if (raised := RAISED.get(None)) is not None:
+        raised(error)
     return Outcome(
         Status.FAILED,
         error="".join(traceback.format_exception(error)),

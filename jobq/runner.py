@@ -8,11 +8,13 @@ from whichever thread ran it.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import queue
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from jobq import executor
 from jobq.executor import Outcome
@@ -44,6 +46,11 @@ class Run:
     #: time.monotonic() when it was handed to the runner, and when its code returned.
     began: float = 0.0
     returned: float | None = None
+    #: Its trace span (jobq.observe.tracing), while tracing is on and it has not ended.
+    span: Any = None
+    #: The contextvars context its code runs in (its span current there), else None:
+    #: the slot thread's own, or a copy of the worker's for an async run.
+    context: contextvars.Context | None = None
 
     @classmethod
     def of(cls, task: Task, definition: TaskDefinition | None) -> Run:
@@ -113,7 +120,12 @@ class Runner:
             assert run.definition is not None
             task = run.task
             try:
-                outcome = executor.run_sync(run.definition, task.args, task.attempt, task=task)
+                if run.context is None:
+                    outcome = executor.run_sync(run.definition, task.args, task.attempt, task=task)
+                else:
+                    outcome = run.context.run(
+                        executor.run_sync, run.definition, task.args, task.attempt, task=task
+                    )
             except BaseException as error:  # SystemExit, say: the slot must live on
                 outcome = Outcome(Status.FAILED, error=f"{type(error).__name__}: {error}")
             self._finish(run, outcome)
@@ -128,7 +140,7 @@ class Runner:
             assert run.definition is not None
             task = run.task
             coroutine = executor.run_async(run.definition, task.args, task.attempt, task=task)
-            run.coroutine = self._loop.create_task(coroutine)
+            run.coroutine = self._loop.create_task(coroutine, context=run.context)
             run.coroutine.add_done_callback(lambda done, run=run: self._finish(run, _outcome(done)))
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:

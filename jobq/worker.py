@@ -27,6 +27,7 @@ from jobq.lifecycle.run_control import RunControl
 from jobq.limits import Limiter
 from jobq.limits.sql import SQL_LIMITER
 from jobq.logs import in_and_at, stopped_summary
+from jobq.observe import tracing
 from jobq.observe.metrics import WorkerMetrics, outcome_label
 from jobq.outage import Outage
 from jobq.overruns import Overruns
@@ -131,6 +132,8 @@ class Worker:
             metrics.watch_slots(
                 lambda: len(self._runs), lambda: max(self.concurrency - len(self._runs), 0)
             )
+        #: The runs' trace spans if the app uses OpenTelemetry (jobq[otel]), else None.
+        self.tracing = tracing.for_worker()
         # With metrics: the tasks of ends not yet recorded, to label those found stale.
         self._ending: dict[Fence, Task] = {}
 
@@ -344,6 +347,8 @@ class Worker:
         for task in tasks:
             run = Run.of(task, self._definition(task))
             self._runs[task.fence] = run
+            if self.tracing is not None:
+                self.tracing.started(run)
             if run.definition is None:
                 log.error("task %d: %r is not registered in this worker", task.id, task.name)
                 self._finish(run, executor.not_registered(task.name))
@@ -401,8 +406,16 @@ class Worker:
                 outcome = executor.timed_out(run.definition, run.task.attempt)
             self._end(run, _completion(fence, outcome))
             self.stats["snoozed" if outcome.status is Status.QUEUED else outcome.status.value] += 1
-            if self.metrics is not None:
-                self.metrics.finished(run.task, outcome_label(run, outcome), run.seconds())
+            self._observe_end(run, outcome_label(run, outcome), outcome, run.seconds())
+
+    def _observe_end(
+        self, run: Run, label: str, outcome: Outcome | None = None, seconds: float | None = None
+    ) -> None:
+        """Tell the metrics and the run's trace span, where they are on, how ``run`` ended."""
+        if self.metrics is not None:
+            self.metrics.finished(run.task, label, seconds)
+        if self.tracing is not None:
+            self.tracing.finished(run, label, outcome)
 
     def _end(self, run: Run, completion: Completion) -> None:
         """Queue ``completion`` of ``run`` for the next write."""
@@ -493,8 +506,7 @@ class Worker:
             run.ended = True
             self._runner.cancel(run)
             self.stats["lost"] += 1
-            if self.metrics is not None:
-                self.metrics.finished(run.task, "lost", None)
+            self._observe_end(run, "lost")
             log.warning(
                 "task %d attempt %d: lease lost (expired and taken over); its outcome "
                 "will be dropped", fence[0], fence[1],
@@ -563,13 +575,11 @@ class Worker:
                 outcome = executor.timed_out(run.definition, run.task.attempt)
                 delay = max(outcome.retry_delay or 0.0, _STUCK_RETRY_DELAY)
                 self._end(run, _completion(run.task.fence, outcome, retry_delay=delay))
-                if self.metrics is not None:
-                    self.metrics.finished(run.task, "timed_out", None)
+                self._observe_end(run, "timed_out")
                 continue
             self._end(run, Completion(run.task.id, run.task.attempt, Status.QUEUED))
             self.stats["released"] += 1
-            if self.metrics is not None:
-                self.metrics.finished(run.task, "released", None)
+            self._observe_end(run, "released")
         self._record()
 
     # --- helpers ----------------------------------------------------------------------

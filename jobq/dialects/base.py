@@ -183,15 +183,16 @@ class Dialect(CapturePredicates):
             ),
         }
 
-    def new_row_values(self, timing: str) -> dict[str, Any]:
+    def new_row_values(self, timing: str, traced: bool = False) -> dict[str, Any]:
         """The column values of a new task: ``new_<column>`` parameters, constants, clock.
 
         ``timing`` says where run_at comes from: 'at' (``new_run_at``), 'delay'
-        (``new_delay`` seconds after the database's now) or 'now'.
+        (``new_delay`` seconds after the database's now) or 'now'. ``traced`` rows store
+        ``new_trace_context`` too; the others leave the column NULL with nothing to bind.
         """
+        columns = (*NEW_ROW_PARAMETERS, "trace_context") if traced else NEW_ROW_PARAMETERS
         values: dict[str, Any] = {
-            column: sa.bindparam(f"new_{column}", type_=c[column].type)
-            for column in NEW_ROW_PARAMETERS
+            column: sa.bindparam(f"new_{column}", type_=c[column].type) for column in columns
         }
         if timing == "at":
             values["run_at"] = sa.bindparam("new_run_at", type_=c.run_at.type)
@@ -207,15 +208,18 @@ class Dialect(CapturePredicates):
         )
         return values
 
-    def insert_statement(self, timing: str) -> sa.Executable:
+    def insert_statement(self, timing: str, traced: bool = False) -> sa.Executable:
         """INSERT of one task (parameters of new_row_values, plus ``new_args``) returning its id."""
         return (
             sa.insert(tasks)
-            .values(**self.new_row_values(timing), args=sa.bindparam("new_args", type_=c.args.type))
+            .values(
+                **self.new_row_values(timing, traced),
+                args=sa.bindparam("new_args", type_=c.args.type),
+            )
             .returning(c.id)
         )
 
-    def insert_many_statement(self, timing: str) -> sa.Executable:
+    def insert_many_statement(self, timing: str, traced: bool = False) -> sa.Executable:
         """INSERT of one task per element of the JSON array parameter ``args_array``.
 
         The rows share the parameters of new_row_values and come back as their ids, in
@@ -223,7 +227,7 @@ class Dialect(CapturePredicates):
         unrolls the array (measured on PostgreSQL: 4x faster than unnest of a text[],
         close to COPY).
         """
-        common = self.new_row_values(timing)
+        common = self.new_row_values(timing, traced)
         value, position = self.json_array_rows(sa.bindparam("args_array", type_=sa.Text))
         select = sa.select(*common.values(), value).order_by(position)
         return sa.insert(tasks).from_select([*common, "args"], select).returning(c.id)
@@ -271,17 +275,20 @@ class Dialect(CapturePredicates):
     #: signature); a dialect without one overrides insert_unique instead.
     upsert_insert: ClassVar[Any] = None
 
-    def insert_unique(self, conn: Connection, timing: str, params: dict[str, Any]) -> int | None:
+    def insert_unique(
+        self, conn: Connection, timing: str, params: dict[str, Any], traced: bool = False
+    ) -> int | None:
         """Insert unless a row holds ``new_unique_key``; the new id, or None on conflict.
 
         The partial unique index decides, not a read before the write, so it is race-free.
         """
         stmt = self.memo(
-            ("insert unique", timing),
+            ("insert unique", timing, traced),
             lambda: (
                 self.upsert_insert(tasks)
                 .values(
-                    **self.new_row_values(timing), args=sa.bindparam("new_args", type_=c.args.type)
+                    **self.new_row_values(timing, traced),
+                    args=sa.bindparam("new_args", type_=c.args.type),
                 )
                 .on_conflict_do_nothing(index_elements=[c.unique_key], index_where=HOLDS_UNIQUE_KEY)
                 .returning(c.id)

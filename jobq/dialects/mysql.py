@@ -172,24 +172,24 @@ class MySQLDialect(Dialect):
 
     # --- writes ---------------------------------------------------------------------
 
-    def new_row_values(self, timing: str) -> dict[str, Any]:
+    def new_row_values(self, timing: str, traced: bool = False) -> dict[str, Any]:
         # The constants inline: a multi-row insert would otherwise bind them once per row.
         return {
-            **super().new_row_values(timing),
+            **super().new_row_values(timing, traced),
             "status": sa.literal_column(f"'{Status.QUEUED.value}'", sa.String),
             "attempt": sa.literal_column("0", sa.Integer),
             "recurring": sa.false(),
         }
 
-    def insert_statement(self, timing: str) -> sa.Executable:
+    def insert_statement(self, timing: str, traced: bool = False) -> sa.Executable:
         return sa.insert(tasks).values(
-            **self.new_row_values(timing), args=sa.bindparam("new_args", type_=c.args.type)
+            **self.new_row_values(timing, traced), args=sa.bindparam("new_args", type_=c.args.type)
         )
 
-    def insert_many_statement(self, timing: str) -> sa.Executable:
+    def insert_many_statement(self, timing: str, traced: bool = False) -> sa.Executable:
         # One row, whose VALUES bind_batch repeats once per task (see _Rows).
         return sa.insert(tasks).values(
-            **self.new_row_values(timing), args=sa.bindparam("new_args", type_=sa.Text)
+            **self.new_row_values(timing, traced), args=sa.bindparam("new_args", type_=sa.Text)
         )
 
     def encode_batch(self, task: str, args_list: Sequence[Mapping[str, Any] | None]) -> Any:
@@ -209,16 +209,19 @@ class MySQLDialect(Dialect):
         assert self._id_step is not None
         return list(range(first, first + count * self._id_step, self._id_step))
 
-    def insert_unique(self, conn: Connection, timing: str, params: dict[str, Any]) -> int | None:
+    def insert_unique(
+        self, conn: Connection, timing: str, params: dict[str, Any], traced: bool = False
+    ) -> int | None:
         # On a duplicate of the (emulated) unique index, LAST_INSERT_ID(id) makes the
         # holder's id the one the statement reports: insert-or-find in one statement,
         # reading the current row even inside a caller's REPEATABLE READ snapshot.
         stmt = self.memo(
-            ("insert unique", timing),
+            ("insert unique", timing, traced),
             lambda: (
                 mysql.insert(tasks)
                 .values(
-                    **self.new_row_values(timing), args=sa.bindparam("new_args", type_=c.args.type)
+                    **self.new_row_values(timing, traced),
+                    args=sa.bindparam("new_args", type_=c.args.type),
                 )
                 .on_duplicate_key_update(id=sa.func.last_insert_id(c.id))
             ),
