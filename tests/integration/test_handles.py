@@ -37,10 +37,12 @@ TRACEBACK = (
     "    raise ValueError(message)\n"
     "ValueError: it broke\n"
 )
-#: Longest pause the event loop may take while a handle waits or enqueues.
-LOOP_GAP = 0.05
+#: Longest pause the event loop may take while a handle waits or enqueues: far below
+#: HOLD, so that a loop blocked by the database could not pass, yet loose enough for a
+#: busy machine's scheduling (50 ms failed now and then with two test runs at once).
+LOOP_GAP = 0.25
 #: How long the lock that blocks writes is held in the enqueue_async tests.
-HOLD = 0.5
+HOLD = 1.0
 
 
 @pytest.fixture
@@ -307,9 +309,10 @@ def test_wait_never_blocks_the_event_loop(app: jobq.App, add: jobq.TaskFunction)
         async with ticker.running():
             return await handle.wait(timeout=30)
 
-    # Ended well after the waiter's first read, so that the wait really waits.
+    # Ended well after the waiter's first read, so that the wait really waits (and a
+    # wait that blocked the loop would stall it for longer than LOOP_GAP).
     def later() -> None:
-        time.sleep(0.3)
+        time.sleep(0.6)
         end(app.store, handle, "done", result=3)
 
     with meanwhile(later, app.store):
