@@ -28,6 +28,7 @@ from jobq.cli.common import (
     store_for,
 )
 from jobq.cli.cron import cron, summary
+from jobq.cli.dashboard import dashboard
 from jobq.cli.json_output import dumps, show_document, status_document, task_document
 from jobq.cli.limits import limits
 from jobq.cli.locks import locks
@@ -510,3 +511,4 @@ main.add_command(why)
 main.add_command(list_workers)
 main.add_command(queues)
 main.add_command(metrics_exporter)
+main.add_command(dashboard)

@@ -44,6 +44,10 @@ log = logging.getLogger("jobq.exporter")
     show_default=True,
     help="Least severe records logged.",
 )
+@click.option(
+    "--check", is_flag=True,
+    help="Check the options and the database (reachable, migrated), then exit without serving.",
+)  # fmt: skip
 @database_url_option
 def metrics_exporter(
     port: int,
@@ -51,6 +55,7 @@ def metrics_exporter(
     interval: float,
     finished_interval: float,
     log_level: str,
+    check: bool,
     database_url: str,
 ) -> None:
     """Serve the database's tasks per queue and status to Prometheus at /metrics.
@@ -72,6 +77,10 @@ def metrics_exporter(
     logs.configure(log_level, "text")
     with store_for(database_url, read_only=True) as store:
         exporter = DatabaseExporter(store, interval=interval, finished_interval=finished_interval)
+        if check:
+            store.check_schema()
+            click.echo(f"the database is ready; jobq metrics would serve port {port}")
+            return
         try:
             server = exporter.serve(port, host)
         except OSError as error:

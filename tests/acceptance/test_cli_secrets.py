@@ -63,6 +63,12 @@ COMMANDS: dict[str, list[str]] = {
     "limits show": [],
     "limits clear": ["q"],
     "workers": [],
+    "queues list": [],
+    "queues pause": ["q"],
+    "queues resume": ["q"],
+    # Both serve until stopped; --check stops after reaching the database.
+    "metrics": ["--port", "9", "--check"],
+    "dashboard": ["--check"],
 }
 
 

@@ -1,0 +1,127 @@
+"""create_app: the dashboard as an ASGI application, its routes and its middleware."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from jobq.errors import MissingExtra
+
+try:
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.sessions import SessionMiddleware
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import BaseRoute, Mount, Route
+    from starlette.staticfiles import StaticFiles
+except ImportError:  # pragma: no cover - the extra is installed wherever tests run
+    raise MissingExtra(feature="jobq dashboard", extra="web") from None
+
+from jobq.errors import DatabaseUnavailable, SchemaNotMigrated
+from jobq.store import Store
+from jobq.urls import safe_url
+from jobq.web import pages
+from jobq.web.actions import endpoint
+from jobq.web.auth import COOKIE, SESSION_SECONDS, SecurityHeaders, SignInRequired, session_secret
+from jobq.web.counts import BackgroundCounts
+from jobq.web.signin import login_page, login_submit, logout
+from jobq.web.views import HERE, render
+
+
+def routes() -> list[BaseRoute]:
+    """Every page, action and the static files, by path."""
+    post = ["POST"]
+    return [
+        Route("/", pages.overview, name="overview"),
+        Route("/tasks", pages.task_list, name="tasks"),
+        Route("/tasks/{task_id:int}", pages.task_detail, name="task"),
+        Route("/tasks/{task_id:int}/retry", endpoint("retry"), methods=post),
+        Route("/tasks/{task_id:int}/cancel", endpoint("cancel"), methods=post),
+        Route("/queues", pages.queues, name="queues"),
+        Route("/queues/pause", endpoint("pause"), methods=post),
+        Route("/queues/resume", endpoint("resume"), methods=post),
+        Route("/queues/retry-failed", endpoint("retry_failed"), methods=post),
+        Route("/cron", pages.cron, name="cron"),
+        Route("/cron/enable", endpoint("enable"), methods=post),
+        Route("/cron/disable", endpoint("disable"), methods=post),
+        Route("/cron/run", endpoint("run_now"), methods=post),
+        Route("/locks", pages.locks, name="locks"),
+        Route("/locks/release", endpoint("release"), methods=post),
+        Route("/workers", pages.workers, name="workers"),
+        Route("/login", login_page, methods=["GET"]),
+        Route("/login", login_submit, methods=post),
+        Route("/logout", logout, methods=post),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+
+
+def create_app(
+    store_or_url: Store | str,
+    *,
+    read_only: bool = False,
+    token: str | None = None,
+    allowed_hosts: Sequence[str] | None = None,
+    interval: float = 5.0,
+    finished_interval: float = 60.0,
+) -> Starlette:
+    """The dashboard of the jobq database ``store_or_url``, as an ASGI app to serve or to
+    mount in a Starlette or FastAPI application.
+
+    ``read_only`` hides every button and refuses every action (403). ``token`` (None or
+    empty: no sign-in at all) is asked of every request, as a Bearer header or through
+    the sign-in form. ``allowed_hosts`` (None: any) are the Host headers answered.
+    Active counts are refreshed every ``interval`` seconds, finished ones every
+    ``finished_interval`` (see counts.py). A URL given makes a Store the app disposes of
+    when its lifespan ends; a Store given stays the caller's.
+    """
+    owned = not isinstance(store_or_url, Store)
+    store = Store(store_or_url) if owned else store_or_url
+    assert isinstance(store, Store)
+    token = token or None
+    counts = BackgroundCounts(store, interval=interval, finished_interval=finished_interval)
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        yield
+        counts.stop()
+        if owned:
+            store.dispose()
+
+    # The first is the outermost: headers are added to every answer, even a refusal.
+    middleware = [Middleware(SecurityHeaders)]
+    if allowed_hosts is not None:
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)))
+    middleware += [
+        Middleware(
+            SessionMiddleware,
+            secret_key=session_secret(token),
+            session_cookie=COOKIE,
+            max_age=SESSION_SECONDS,
+            same_site="lax",
+        ),
+        Middleware(SignInRequired, token=token),
+    ]
+    app = Starlette(
+        routes=routes(),
+        middleware=middleware,
+        lifespan=lifespan,
+        exception_handlers={
+            DatabaseUnavailable: _database_problem,
+            SchemaNotMigrated: _database_problem,
+        },
+    )
+    app.state.store = store
+    app.state.counts = counts
+    app.state.read_only = read_only
+    app.state.token = token
+    app.state.database_label = safe_url(store.engine.url)
+    return app
+
+
+async def _database_problem(request: Request, error: Any) -> Response:
+    """503 with the database's problem (messages never hold credentials)."""
+    context = {"page": "", "problem": str(error)}
+    return render(request, "unavailable.html", context, status_code=503)

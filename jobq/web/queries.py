@@ -1,0 +1,204 @@
+"""The dashboard's own queries, each bounded however large the tasks table grows.
+
+- The tasks list walks the primary key backwards from ``before`` (keyset pagination,
+  ``id < before ORDER BY id DESC LIMIT n``). With filters, one page searches a window of
+  at most WINDOW ids, so a filter that matches few rows still costs one bounded range
+  scan; the page then offers to search the next window.
+- The chart counts the tasks finished in the last hour by minute, a range scan of the
+  jobq_tasks_finished_at index bounded by the hour's two ends. The minute of each row is
+  a CASE over the 60 boundaries, each the database's now minus whole minutes (the
+  dialects' now_plus), nested as a binary search; no dialect needs a function
+  truncating times.
+- Busy slots come from the running rows, through their partial index.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from jobq.schema import status_is, tasks
+from jobq.tasks import Status, as_utc
+
+if TYPE_CHECKING:
+    from jobq.store import Store
+
+c = tasks.c
+
+#: Tasks on one page of the list.
+PAGE = 50
+#: Ids one filtered page searches at most, from its ``before`` down.
+WINDOW = 100_000
+#: Minutes the chart shows, each one bar.
+MINUTES = 60
+#: The longest filter value accepted: the columns hold 255 characters.
+LONGEST = 255
+
+#: The columns the list shows: never args, result or error, which may be large.
+LIST_COLUMNS = (
+    c.id, c.queue_id, c.name, c.status, c.priority, c.attempt, c.retries_left, c.run_at,
+    c.created_at, c.started_at, c.finished_at, c.locked_by, c.recurring,
+    c.cancel_requested_at,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What the tasks list is narrowed to; empty strings mean no filter."""
+
+    queue: str = ""
+    status: str = ""
+    name: str = ""
+
+    @property
+    def any(self) -> bool:
+        """Whether any filter is set."""
+        return bool(self.queue or self.status or self.name)
+
+    def terms(self) -> list[sa.ColumnElement[bool]]:
+        """The filters as WHERE terms, every value a bound parameter."""
+        terms: list[sa.ColumnElement[bool]] = []
+        if self.queue:
+            terms.append(c.queue_id == self.queue)
+        if self.status:
+            terms.append(status_is(Status(self.status)))  # validated by parse_filters
+        if self.name.endswith("*"):
+            # LIKE with the text's own % and _ escaped: 'a_b*' finds names starting a_b.
+            terms.append(c.name.startswith(self.name[:-1], autoescape=True))
+        elif self.name:
+            terms.append(c.name == self.name)
+        return terms
+
+
+def parse_filters(queue: str, status: str, name: str) -> tuple[Filters, list[str]]:
+    """Filters from a query string's values, and what was wrong with them (left out)."""
+    problems = []
+    queue, name = queue.strip(), name.strip()
+    if status and status not in {s.value for s in Status}:
+        problems.append(f"unknown status {status!r}")
+        status = ""
+    if len(queue) > LONGEST or len(name) > LONGEST:
+        problems.append(f"a queue or name is at most {LONGEST} characters")
+        queue, name = queue[:LONGEST], name[:LONGEST]
+    return Filters(queue, status, name), problems
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    """One page of the tasks list, newest first.
+
+    ``older`` is the ``before`` of the next page (None: nothing older). ``searched`` is
+    the lowest id a filtered page looked at when it ran out of window before filling
+    up (None otherwise): the page then says so, and ``older`` continues the search.
+    """
+
+    rows: list[Any]
+    older: int | None
+    searched: int | None
+    before: int | None
+
+
+def task_page(store: Store, filters: Filters, before: int | None, limit: int = PAGE) -> TaskPage:
+    """The newest ``limit`` tasks matching ``filters`` whose id is below ``before``."""
+    # Each a single index probe: MIN and MAX of the primary key, one per subquery.
+    bounds = sa.select(sa.select(sa.func.min(c.id)).scalar_subquery(),
+                       sa.select(sa.func.max(c.id)).scalar_subquery())  # fmt: skip
+    with store.db.unit(read_only=True) as conn:
+        lowest, highest = conn.execute(bounds).one()
+        if highest is None:
+            return TaskPage([], None, None, before)
+        upper = highest + 1 if before is None else min(before, highest + 1)
+        stmt = sa.select(*LIST_COLUMNS).where(c.id < upper, *filters.terms())
+        floor = None
+        if filters.any:
+            floor = upper - WINDOW
+            stmt = stmt.where(c.id >= floor)
+        stmt = stmt.order_by(c.id.desc()).limit(limit + 1)
+        rows = conn.execute(stmt).all()
+    if len(rows) > limit:
+        return TaskPage(rows[:limit], rows[limit - 1].id, None, before)
+    if floor is not None and floor > lowest:
+        return TaskPage(rows, floor, floor, before)
+    return TaskPage(rows, None, None, before)
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Tasks finished per minute over the last hour, per queue: ``done[queue][i]`` and
+    ``failed[queue][i]`` for the minute ending ``i`` minutes before ``now`` (the
+    database's clock), i = 0 .. MINUTES - 1."""
+
+    now: datetime
+    done: dict[str, list[int]]
+    failed: dict[str, list[int]]
+
+    def queues(self) -> list[str]:
+        """Every queue that finished a task in the hour, by name."""
+        return sorted(set(self.done) | set(self.failed))
+
+    def total(self, which: str) -> list[int]:
+        """Per minute, the ``which`` (done or failed) counts of every queue summed."""
+        series = self.done if which == Status.DONE.value else self.failed
+        return [sum(counts[i] for counts in series.values()) for i in range(MINUTES)]
+
+
+def throughput(store: Store) -> Throughput:
+    """Per queue and minute of the last hour, how many tasks finished done and failed."""
+    now_plus = store.dialect.now_plus
+
+    def minute(first: int, end: int) -> sa.ColumnElement[int]:
+        """The minute (first <= i < end) of a row known to have ended in one of them: a
+        binary search, so that each row is compared with 6 boundaries, not up to 60."""
+        if end - first == 1:
+            return sa.literal_column(str(first), sa.Integer)
+        middle = (first + end) // 2
+        newer = c.finished_at >= now_plus(-60.0 * middle)
+        return sa.case((newer, minute(first, middle)), else_=minute(middle, end))
+
+    ended = sa.or_(status_is(Status.DONE), status_is(Status.FAILED))
+    # Grouped outside a subquery: PostgreSQL would not match a CASE of bound parameters in
+    # GROUP BY with the one in the select list.
+    finished = (
+        sa.select(
+            c.queue_id.label("queue"), c.status.label("status"), minute(0, MINUTES).label("minute")
+        )
+        .where(c.finished_at >= now_plus(-60.0 * MINUTES), ended)
+        .subquery("finished")
+    )
+    f = finished.c
+    stmt = sa.select(f.queue, f.status, f.minute, sa.func.count()).group_by(
+        f.queue, f.status, f.minute
+    )
+    done: dict[str, list[int]] = {}
+    failed: dict[str, list[int]] = {}
+    with store.db.unit(read_only=True) as conn:
+        now = as_utc(conn.execute(sa.select(store.dialect.now())).scalar_one())
+        for queue, status, i, n in conn.execute(stmt):
+            series = done if status == Status.DONE.value else failed
+            series.setdefault(queue, [0] * MINUTES)[int(i)] += n
+    for queue in set(done) | set(failed):
+        done.setdefault(queue, [0] * MINUTES)
+        failed.setdefault(queue, [0] * MINUTES)
+    assert now is not None
+    return Throughput(now, done, failed)
+
+
+def busy_slots(store: Store) -> dict[str, int]:
+    """How many tasks each worker id runs now (in_progress rows by locked_by)."""
+    running = sa.and_(
+        store.dialect.within("jobq_tasks_lease_expiry"), status_is(Status.IN_PROGRESS)
+    )
+    stmt = sa.select(c.locked_by, sa.func.count()).where(running).group_by(c.locked_by)
+    with store.db.unit(read_only=True) as conn:
+        return {worker or "": n for worker, n in conn.execute(stmt)}
+
+
+def database_now(store: Store) -> datetime:
+    """The database's clock, aware UTC: what pages measure ages against."""
+    with store.db.unit(read_only=True) as conn:
+        now = as_utc(conn.execute(sa.select(store.dialect.now())).scalar_one())
+    assert now is not None
+    return now
