@@ -14,17 +14,24 @@ On PostgreSQL (a schema of its own, dropped at the end) and a SQLite file. Print
 Markdown table: each setting's drains per round, the median, and its change against
 ``plain``, also as microseconds a task.
 
+``--in-process`` drains in this process instead (``Worker(app, burst=True)`` with or
+without ``WorkerMetrics()``, nothing spawned, logging off): no interpreter start-up in
+the time, so less noise for the same difference.
+
     .venv/bin/python benchmarks/capture_overheads.py [--tasks 50000] [--rounds 3]
+    .venv/bin/python benchmarks/capture_overheads.py --in-process --tasks 20000 --rounds 5
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import socket
 import statistics
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -71,13 +78,44 @@ def drain_rate(url: str, database: str, name: str, n: int, conc: int) -> float:
     return n / drain.seconds
 
 
+def drain_in_process(url: str, name: str, n: int, conc: int) -> float:
+    """One drain in setting ``name`` by a Worker in this process; jobs a second."""
+    from benchmarks import noop_app
+    from benchmarks._sql import analyze, reset
+    from jobq.observe.metrics import WorkerMetrics
+    from jobq.worker import Worker
+
+    prepare, options = settings()[name]
+    store = jobq.Store(url)
+    try:
+        store.migrate()
+        prepare(store)
+        reset(store)
+        store.enqueue_many(SYNC_TASK, [{"n": i} for i in range(n)])
+        analyze(store)
+        noop_app.app.store = store
+        metrics = WorkerMetrics() if options else None
+        worker = Worker(noop_app.app, concurrency=conc, burst=True, burst_wait=0, metrics=metrics)
+        started = time.perf_counter()
+        worker.run()
+        seconds = time.perf_counter() - started
+        left = store.counts()
+        assert left == {("default", jobq.Status.DONE): n}, left
+        return n / seconds
+    finally:
+        store.dispose()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL)
     parser.add_argument("--tasks", type=int, default=50_000)
     parser.add_argument("--concurrency", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--in-process", action="store_true", help="drain in this process")
     args = parser.parse_args()
+    if args.in_process:
+        logging.disable(logging.CRITICAL)  # the worker's lines would go to our stderr
     names = list(settings())
     rates: dict[tuple[str, str], list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -91,14 +129,18 @@ def main() -> None:
                 order = names if round_ % 2 == 0 else names[::-1]
                 for database, url in databases.items():
                     for name in order:
-                        rate = drain_rate(url, database, name, args.tasks, args.concurrency)
+                        if args.in_process:
+                            rate = drain_in_process(url, name, args.tasks, args.concurrency)
+                        else:
+                            rate = drain_rate(url, database, name, args.tasks, args.concurrency)
                         log(f"round {round_ + 1}, {database}, {name}: {rate:,.0f}/s")
                         rates.setdefault((database, name), []).append(rate)
         finally:
             drop_schema(args.postgres_url, SCHEMA)
+    how = "in process, logs off" if args.in_process else "logs on, spawn to exit"
     print(
         f"capture_overheads.py at {git_state()}: {args.tasks:,} no-op tasks, concurrency "
-        f"{args.concurrency}, logs on, spawn to exit; {args.rounds} rounds interleaved\n"
+        f"{args.concurrency}, {how}; {args.rounds} rounds interleaved\n"
     )
     print("| database | setting | drains (jobs/s) | median | change | per task |")
     print("|---|---|---|---:|---:|---:|")
