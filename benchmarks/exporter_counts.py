@@ -42,7 +42,8 @@ import sqlalchemy as sa
 
 import jobq
 from benchmarks._sql import TABLE, drop_schema, in_schema
-from jobq.observe.exporter import DatabaseExporter, TaskCounts
+from jobq.observe.counting import TaskCounts
+from jobq.observe.exporter import DatabaseExporter
 
 DEFAULT_URL = os.environ.get(
     "JOBQ_BENCH_POSTGRES_URL", "postgresql+psycopg://root@127.0.0.1:5432/test"

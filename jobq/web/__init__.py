@@ -2,9 +2,9 @@
 schedules, locks and workers of one jobq database, and the operators' actions on them.
 
 create_app builds it as an ASGI app; app.py holds the routes and middleware, auth.py the
-sign-in and CSRF checks, queries.py and counts.py the bounded reads, pages.py and
-actions.py the handlers, templates/ and static/ what browsers get. Only this package
-imports Starlette and Jinja2.
+sign-in and CSRF checks, queries.py the bounded reads (jobq.observe.counting keeps the
+counts, in the background), pages.py and actions.py the handlers, templates/ and static/
+what browsers get. Only this package imports Starlette and Jinja2.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -21,14 +22,16 @@ except ImportError:  # pragma: no cover - the extra is installed wherever tests 
     raise MissingExtra(feature="jobq dashboard", extra="web") from None
 
 from jobq.errors import DatabaseUnavailable, SchemaNotMigrated
+from jobq.observe.counting import BackgroundCounts
 from jobq.store import Store
 from jobq.urls import safe_url
 from jobq.web import pages
 from jobq.web.actions import endpoint
 from jobq.web.auth import COOKIE, SESSION_SECONDS, SecurityHeaders, SignInRequired, session_secret
-from jobq.web.counts import BackgroundCounts
 from jobq.web.signin import login_page, login_submit, logout
 from jobq.web.views import HERE, render
+
+log = logging.getLogger("jobq.dashboard")
 
 
 def routes() -> list[BaseRoute]:
@@ -74,14 +77,16 @@ def create_app(
     empty: no sign-in at all) is asked of every request, as a Bearer header or through
     the sign-in form. ``allowed_hosts`` (None: any) are the Host headers answered.
     Active counts are refreshed every ``interval`` seconds, finished ones every
-    ``finished_interval`` (see counts.py). A URL given makes a Store the app disposes of
+    ``finished_interval`` (see jobq.observe.counting). A URL given makes a Store the app disposes of
     when its lifespan ends; a Store given stays the caller's.
     """
     owned = not isinstance(store_or_url, Store)
     store = Store(store_or_url) if owned else store_or_url
     assert isinstance(store, Store)
     token = token or None
-    counts = BackgroundCounts(store, interval=interval, finished_interval=finished_interval)
+    counts = BackgroundCounts(
+        store, interval=interval, finished_interval=finished_interval, log=log
+    )
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:

@@ -1,5 +1,5 @@
 """The dashboard's pages (GET handlers): each reads what it shows in a worker thread,
-through bounded queries only (see queries.py and counts.py), then renders a template."""
+through bounded queries only (see queries.py and jobq.observe.counting), then renders a template."""
 
 from __future__ import annotations
 
@@ -15,15 +15,15 @@ from jobq.errors import TaskNotFound
 from jobq.limits import Limit
 from jobq.live_workers import LiveWorker
 from jobq.locks import list_locks
-from jobq.observe.exporter import ACTIVE_PART, FINISHED_PART
+from jobq.observe.counting import ACTIVE_PART, FINISHED_PART
 from jobq.tasks import Status
 from jobq.web.chart import Chart, chart
 from jobq.web.queries import MINUTES, busy_slots, parse_filters, task_page, throughput
 from jobq.web.views import render
 
 if TYPE_CHECKING:
+    from jobq.observe.counting import BackgroundCounts
     from jobq.store import Store
-    from jobq.web.counts import BackgroundCounts
 
 
 @dataclass

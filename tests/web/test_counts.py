@@ -6,8 +6,7 @@ from __future__ import annotations
 import time
 
 import jobq
-from jobq.observe.exporter import ACTIVE_PART, FINISHED_PART
-from jobq.web.counts import BackgroundCounts
+from jobq.observe.counting import ACTIVE_PART, FINISHED_PART, BackgroundCounts
 from tests.web.conftest import Rows
 
 
