@@ -597,6 +597,20 @@ def test_worker_registry_round_trip(store: jobq.Store) -> None:
     assert store.live_workers() == []
 
 
+def test_live_workers_count_each_workers_runs_past_their_timeouts(store: jobq.Store) -> None:
+    """timed_out: a worker's in_progress runs started longer ago than their timeout."""
+    store.register_worker("w1", host="h", pid=1, queues=None, concurrency=4)
+    store.register_worker("w2", host="h", pid=2, queues=None, concurrency=4)
+    ids = store.enqueue_many("t", [{"i": i} for i in range(3)], timeout=60)
+    untimed = store.enqueue("t", {"i": 9})  # no timeout: never past it
+    assert [task.id for task in store.capture(3, worker_id="w1")] == ids
+    assert [task.id for task in store.capture(1, worker_id="w2")] == [untimed]
+    long_ago = datetime.now(UTC) - timedelta(minutes=5)
+    for task_id in (ids[0], ids[1], untimed):  # ids[2] started just now
+        set_columns(store, task_id, started_at=long_ago)
+    assert {w.worker_id: w.timed_out for w in store.live_workers()} == {"w1": 2, "w2": 0}
+
+
 def test_set_statuses_records_many_ends_in_one_call_fenced(store: jobq.Store) -> None:
     store.enqueue_many("t", [{"i": i} for i in range(6)], retries=1)
     runs = store.capture(6, worker_id="w")
