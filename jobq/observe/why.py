@@ -177,7 +177,10 @@ def _waiting(store: Store, row: Any, now: datetime, details: dict[str, Any]) -> 
             reason = "due_later"
             tick = "its next tick is" if row.recurring else "due"
             line = f"{tick} in {wait}, at {_when(run_at)}"
-        return Explanation(row.id, reason, [line] + ([] if serving else [no_worker]), details)
+        lines = [line]
+        if _paused(store, row, details) is not None:  # said too: it will not run when due
+            lines.append(f"and its queue {row.queue_id!r} is paused")
+        return Explanation(row.id, reason, lines + ([] if serving else [no_worker]), details)
 
     lines = [f"due now (since {_when(run_at)})"]
     if failed:

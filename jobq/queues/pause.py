@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection
 
 from jobq.database import Database
 from jobq.dialects import Dialect
+from jobq.limits import Limit
 from jobq.schema import limits
 from jobq.validation import check_key
 
@@ -26,7 +27,8 @@ class Pauses:
 
     db: Database
     dialect: Dialect
-    _limits_cache: object
+    #: Limits' copy of jobq_limits (jobq.limits.sql), dropped by every change here.
+    _limits_cache: tuple[float, dict[str, Limit], frozenset[str]] | None
 
     def pause_queue(self, queue: str) -> bool:
         """Stop every worker capturing from ``queue``; False if it was paused already.

@@ -211,3 +211,13 @@ def test_explain_names_the_pause_first(store: jobq.Store) -> None:
     assert explained.reason == "queue_paused"
     assert explained.details["paused"] is True
     assert "queue 'a' is paused" in explained.lines[1]
+
+
+def test_explain_of_a_task_due_later_says_its_queue_is_paused(store: jobq.Store) -> None:
+    later = store.enqueue("t", {}, queue="a", delay=3600)
+    store.pause_queue("a")
+    explained = store.explain(later)
+    assert explained.reason == "due_later"
+    assert explained.lines[1] == "and its queue 'a' is paused"
+    store.resume_queue("a")
+    assert "and its queue 'a' is paused" not in store.explain(later).lines
