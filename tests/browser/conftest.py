@@ -65,9 +65,11 @@ def chromium_path() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+# Per module, not per session: Playwright's sync API keeps an asyncio loop running in the
+# main thread until it stops, and every later test's asyncio.run() would refuse to start.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless Chromium for the session."""
+    """One headless Chromium for the module's tests."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
