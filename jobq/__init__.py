@@ -12,6 +12,7 @@ from jobq.errors import (
     InvalidDatabaseURL,
     InvalidOption,
     InvalidTaskArguments,
+    InvalidWorkflow,
     JobqError,
     LockKindMismatch,
     LockNotAcquired,
@@ -27,6 +28,7 @@ from jobq.errors import (
     UnknownSchedule,
     UnknownStatus,
     UnknownTask,
+    WorkflowNotFound,
 )
 from jobq.executor import Retry
 from jobq.lifecycle.handles import TaskHandle
@@ -38,6 +40,15 @@ from jobq.schedule import Cron
 from jobq.schedule_runs import ScheduleRun
 from jobq.store import Store
 from jobq.tasks import Status, Task, Undecodable
+from jobq.workflows import (
+    Signature,
+    Workflow,
+    WorkflowHandle,
+    chain,
+    chord,
+    group,
+    parent_results,
+)
 
 __all__ = [
     "AdvisoryLock",
@@ -53,6 +64,7 @@ __all__ = [
     "InvalidDatabaseURL",
     "InvalidOption",
     "InvalidTaskArguments",
+    "InvalidWorkflow",
     "JobqError",
     "Lease",
     "LockKindMismatch",
@@ -68,6 +80,7 @@ __all__ = [
     "ScheduleState",
     "SchemaNotMigrated",
     "SchemaTooNew",
+    "Signature",
     "Snooze",
     "Status",
     "Store",
@@ -82,7 +95,14 @@ __all__ = [
     "UnknownSchedule",
     "UnknownStatus",
     "UnknownTask",
+    "Workflow",
+    "WorkflowHandle",
+    "WorkflowNotFound",
+    "chain",
     "check_cancelled",
+    "chord",
     "current_task",
+    "group",
+    "parent_results",
     "set_progress",
 ]

@@ -14,7 +14,13 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from jobq.database import database_url
-from jobq.errors import InvalidAppPath, InvalidOption, InvalidTaskArguments, UnknownTask
+from jobq.errors import (
+    InvalidAppPath,
+    InvalidOption,
+    InvalidTaskArguments,
+    InvalidWorkflow,
+    UnknownTask,
+)
 from jobq.lifecycle.handles import TaskHandle
 from jobq.limits import Limit, Rate
 from jobq.locks import AdvisoryLock, Lease, Mutex, TimeoutLock
@@ -24,6 +30,7 @@ from jobq.retry import Backoff, ExponentialBackoff
 from jobq.schedule import Cron
 from jobq.store import Store
 from jobq.validation import check_int, check_key
+from jobq.workflows.graph import Signature
 
 #: Enqueue options of TaskFunction.enqueue; the leading underscore keeps them apart from
 #: the task's own arguments, which may not start with one.
@@ -341,6 +348,37 @@ class TaskFunction:
         """
         options = _split_options(self.name, kwargs)
         return self.app.enqueue(self.name, kwargs, **options)
+
+    def s(self, **kwargs: Any) -> Signature:
+        """A signature: this task with these arguments, to enqueue as a node of a workflow
+        (jobq.chain, group, chord, Workflow). The arguments are checked now; options are
+        ``_queue``, ``_priority``, ``_delay`` and ``_run_at``.
+        """
+        options = _split_options(self.name, kwargs)
+        if "connection" in options:
+            raise InvalidTaskArguments(
+                f"task {self.name!r}: a signature takes no _connection; give it to enqueue()"
+            )
+        definition = self.definition
+        arguments = definition.check_arguments(kwargs)
+        if definition.unique is not None:
+            raise InvalidWorkflow(
+                reason=f"task {self.name!r} has unique={definition.unique!r}: a workflow node "
+                "cannot be replaced by another pending task"
+            )
+        row = definition.row_options(arguments)
+        return Signature(
+            app=self.app,
+            name=self.name,
+            arguments=arguments,
+            queue=options.get("queue", row["queue"]),
+            priority=options.get("priority", row["priority"]),
+            retries=row["retries"],
+            timeout=row["timeout"],
+            lock_key=row["lock_key"],
+            delay=options.get("delay"),
+            run_at=options.get("run_at"),
+        )
 
     async def enqueue_async(self, **kwargs: Any) -> TaskHandle:
         """enqueue() for asyncio: the same arguments and errors, without blocking the loop."""

@@ -94,6 +94,14 @@ class TaskNotFound(JobqError, LookupError):
     """There is no task {id} (it never existed, or it was pruned or purged)."""
 
 
+class InvalidWorkflow(JobqError, ValueError):
+    """Invalid workflow: {reason}"""
+
+
+class WorkflowNotFound(JobqError, LookupError):
+    """There is no workflow {id} (it never existed, or its nodes were pruned)."""
+
+
 class TaskFailed(JobqError):
     """Task {id} failed: {summary}"""
 

@@ -279,7 +279,7 @@ def storable_end(done: Completion, room: Room) -> tuple[Completion, str | None]:
 
 def _unstorable(done: Completion, why: str) -> Completion:
     """The failure recorded in place of ``done``, whose outcome cannot be stored."""
-    return Completion(done.id, done.attempt, Status.FAILED, error=why)
+    return Completion(done.id, done.attempt, Status.FAILED, error=why, in_workflow=done.in_workflow)
 
 
 def encode_completions(completions: Sequence[Completion], backoff: Backoff, room: Room) -> Encoded:

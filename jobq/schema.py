@@ -51,6 +51,8 @@ tasks = sa.Table(
     # The W3C trace context of the span that enqueued it, {"traceparent", "tracestate"}:
     # the worker's span of each run joins that trace (jobq[otel]).
     sa.Column("trace_context", sa.JSON(none_as_null=True), nullable=True),
+    # The workflow (jobq_workflows) this task is a node of; NULL for a task on its own.
+    sa.Column("workflow_id", sa.BigInteger(), nullable=True),
     sa.CheckConstraint(sa.column("status").in_(STATUSES), name="jobq_tasks_status_valid"),
     sa.CheckConstraint("retries_left >= 0", name="jobq_tasks_retries_left_nonnegative"),
     **table_options(),
@@ -140,6 +142,10 @@ partial_index(
     unique=True,
 )
 sa.Index("jobq_tasks_finished_at", c.finished_at)
+# A workflow's nodes, for its handle and `jobq workflow show`; tasks on their own are not in it.
+partial_index("jobq_tasks_workflow", c.workflow_id, c.id, where=c.workflow_id.is_not(None))
+# Nodes waiting for their parents: what the workers' sweep (jobq.workflows.settle) looks at.
+partial_index("jobq_tasks_blocked", c.id, where=status_is(Status.BLOCKED))
 
 #: Live workers, for `jobq status`: each worker upserts its row when it starts, touches
 #: it with every heartbeat, and deletes it when it stops.
@@ -267,3 +273,36 @@ limit_starts = sa.Table(
     **table_options(),
 )
 sa.Index("jobq_limit_starts_queue", limit_starts.c.queue, limit_starts.c.started_at)
+
+#: Workflows (jobq.workflows): one row each, named by its nodes' ``workflow_id``.
+workflows = sa.Table(
+    "jobq_workflows",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    # How many nodes it has (its tasks hold its id).
+    sa.Column("nodes", sa.Integer(), nullable=False),
+    sa.Column("created_at", Moment, nullable=False),
+    **table_options(),
+)
+
+#: The edges of workflows: ``child_id`` runs once every ``parent_id`` of it is done. Each
+#: parent's end writes its own edge rows (``parent_done``), never its child's task row, so
+#: many parents ending at once into one child do not queue up behind a lock on that row.
+#: ``position`` is the parent's place in the child's ``after=`` list.
+task_edges = sa.Table(
+    "jobq_task_edges",
+    metadata,
+    sa.Column(
+        "child_id",
+        BigId,
+        sa.ForeignKey("jobq_tasks.id", ondelete="CASCADE", name="jobq_task_edges_child_id_fkey"),
+        primary_key=True,
+    ),
+    sa.Column("position", sa.Integer(), primary_key=True, autoincrement=False),
+    sa.Column("parent_id", sa.BigInteger(), nullable=False),
+    sa.Column("parent_done", sa.Boolean(), nullable=False, server_default=sa.false()),
+    **table_options(),
+)
+sa.Index("jobq_task_edges_parent", task_edges.c.parent_id)
+# Whether a child still waits: one probe for its first edge not done.
+sa.Index("jobq_task_edges_pending", task_edges.c.child_id, task_edges.c.parent_done)

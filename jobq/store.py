@@ -34,6 +34,7 @@ from jobq.task_admin import TaskAdmin
 from jobq.tasks import CANCELLED_ON_REQUEST, NO_NAMED_LEASES, Completion, Leases, Status, Task
 from jobq.validation import INT32, check_int, check_key, check_seconds, queue_list
 from jobq.worker_registry import WorkerRegistry
+from jobq.workflows.rows import Workflows
 
 if TYPE_CHECKING:
     from jobq.observe.why import Explanation  # observe sits above store: imported late
@@ -48,7 +49,7 @@ _LOCK_KEY_RACE_TRIES = 5
 _T = TypeVar("_T")
 
 
-class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits, Pauses):
+class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits, Pauses, Workflows):
     """Tasks in SQL rows: enqueue, capture, set_status, heartbeat, rescue, prune."""
 
     def __init__(
@@ -198,11 +199,23 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits, Pauses):
         stmt = self.db.prepare(
             ("set_status", *shape), lambda: run_end.set_status_statement(self.dialect, *shape)
         )
-        if self.db.run(stmt, params, connection=connection) == 1:
-            return True
-        # Stale, or a recurring row, which the statement above leaves alone.
-        end = Completion(id, attempt, shape[0], result, params["new_error"], retry_delay)
-        return self._end_recurring([end], connection=connection, run_at=run_at) == 1
+        if not self.in_workflow(id):
+            if self.db.run(stmt, params, connection=connection) == 1:
+                return True
+            # Stale, or a recurring row, which the statement above leaves alone.
+            end = Completion(id, attempt, shape[0], result, params["new_error"], retry_delay)
+            return self._end_recurring([end], connection=connection, run_at=run_at) == 1
+        done = [id] if shape[0] is Status.DONE else []
+
+        def end_node(conn: Connection) -> tuple[bool, list[int]]:
+            if self.db.run(stmt, params, connection=conn) != 1:
+                return False, []
+            return True, self.settle_ends(conn, done, [] if done else [id])
+
+        applied, parents = self.db.write(end_node, connection, atomic=True)
+        if connection is None:
+            self.look_again(parents)
+        return applied
 
     def set_statuses(self, completions: Sequence[Completion]) -> int:
         """Record many ends of runs in one statement, each fenced as set_status is.
@@ -219,10 +232,27 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits, Pauses):
         return run_end.encode_completions(completions, self.backoff, self.db.room())
 
     def _record(self, encoded: run_end.Encoded) -> int:
-        """Write ``encoded``'s ends; how many applied."""
+        """Write ``encoded``'s ends; how many applied. Ends of workflow nodes settle the
+        nodes after them in the same transaction (jobq.workflows.settle)."""
         record = self._record_prepared()
-        applied = sum(self.db.run(record, {"completions": chunk}) for chunk in encoded.chunks)
-        return applied + self._end_unapplied(encoded.completions, applied)
+        ends = encoded.completions
+        if not any(end.in_workflow for end in ends):
+            applied = sum(self.db.run(record, {"completions": chunk}) for chunk in encoded.chunks)
+            return applied + self._end_unapplied(ends, applied)
+        done = [end.id for end in ends if end.in_workflow and end.status is Status.DONE]
+        other = [end.id for end in ends if end.in_workflow and end.status is not Status.DONE]
+
+        def record_and_settle(conn: Connection) -> tuple[int, list[int]]:
+            applied = sum(
+                conn.exec_driver_sql(record.sql, record.parameters({"completions": chunk})).rowcount
+                for chunk in encoded.chunks
+            )
+            applied += self._end_unapplied(ends, applied, conn)
+            return applied, self.settle_ends(conn, done, other)
+
+        applied, parents = self.db.write(record_and_settle, atomic=True)
+        self.look_again(parents)
+        return applied
 
     def _record_safely(self, encoded: run_end.Encoded) -> int:
         """_record(encoded), falling back to one end at a time if the database refuses it."""
@@ -239,7 +269,9 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits, Pauses):
                 applied += self._record(self._encode([end]))
             except sa.exc.DBAPIError as error:
                 why = f"its outcome could not be stored: {first_line(error)}"
-                failure = Completion(end.id, end.attempt, Status.FAILED, error=why)
+                failure = Completion(
+                    end.id, end.attempt, Status.FAILED, error=why, in_workflow=end.in_workflow
+                )
                 applied += self._record(self._encode([failure]))
         return applied
 
@@ -275,7 +307,9 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits, Pauses):
         names = _capture_options(limit, queues, worker_id, lease)
         limited = self.limited_queues(names) if limit else {}
         encoded = self._encode(completions) if completions else None
-        if encoded is None or limited or len(encoded.chunks) > 1:
+        # Ends of workflow nodes settle the nodes after them, which capture must then see.
+        nodes = encoded is not None and any(end.in_workflow for end in encoded.completions)
+        if encoded is None or limited or len(encoded.chunks) > 1 or nodes:
             applied = self._record_safely(encoded) if encoded else 0
             return applied, self._capture_all(limit, names, worker_id, lease, limiter, limited)
         try:

@@ -5,7 +5,7 @@ A part of Store (mixed in); it runs on the Store's database.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -27,9 +27,12 @@ class TaskAdmin:
     db: Database
     dialect: Dialect
     _read: Any
+    _cancel_after: Callable[[Any, Sequence[int]], int]  # jobq.workflows.rows
 
     def cancel(self, id: int) -> bool:
         """Cancel task ``id``: a waiting one at once, a running one by a request.
+
+        A workflow node's blocked descendants are cancelled with it, their errors naming it.
 
         A waiting task (queued, or failed with retries left) ends cancelled here. A running
         one gets a cancel request: its worker hears of it within a second and stops the run
@@ -46,6 +49,7 @@ class TaskAdmin:
 
         def cancel(conn: Any) -> bool:
             if self.db.run(stmt, {"id": id}, connection=conn) == 1:
+                self._cancel_after(conn, [id])  # a workflow node's descendants, if any
                 return True
             if not self.db.run(exists, {"id": id}, connection=conn, fetch=True):
                 raise TaskNotFound(id=id)
@@ -64,6 +68,7 @@ class TaskAdmin:
                 c.id == sa.bindparam("id"),
                 sa.or_(
                     status_is(Status.QUEUED),
+                    status_is(Status.BLOCKED),
                     sa.and_(status_is(Status.FAILED), c.retries_left > 0),
                     running,
                 ),

@@ -19,6 +19,9 @@ class Status(enum.StrEnum):
     DONE = "done"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    #: A workflow node waiting for its parents (jobq.workflows): never captured; the end
+    #: of its last parent makes it queued, a parent's failure for good cancels it.
+    BLOCKED = "blocked"
 
     @classmethod
     def parse(cls, value: str | Status) -> Status:
@@ -81,6 +84,8 @@ class Task:
     awaited: bool = False
     #: The W3C trace context of the span that enqueued it (jobq[otel]), or None.
     trace_context: dict[str, str] | None = None
+    #: The workflow (jobq.workflows) it is a node of, or None for a task on its own.
+    workflow_id: int | None = None
 
     @classmethod
     def from_values(cls, values: Sequence[Any]) -> Task:
@@ -157,6 +162,8 @@ class Completion:
     #: A failure that no retry could mend (its row cannot be decoded, say): it is final,
     #: whatever retries are left.
     terminal: bool = False
+    #: The run is of a workflow node: its end may release or cancel the nodes after it.
+    in_workflow: bool = False
 
 
 @dataclass(frozen=True, slots=True)

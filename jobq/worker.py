@@ -8,6 +8,7 @@ batches (Store.set_statuses), every one fenced by its attempt.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import queue
@@ -36,6 +37,7 @@ from jobq.runner import Run, Runner
 from jobq.tasks import CANCEL_REQUESTED, DEFAULT_LEASE, Completion, Leases, Status, Task
 from jobq.validation import check_int, check_key, check_seconds, queue_list
 from jobq.worker_registry import FORGET_AFTER
+from jobq.workflows import in_task as workflow_results
 
 log = logging.getLogger("jobq.worker")
 
@@ -154,6 +156,7 @@ class Worker:
             "worker %s started: queues %s, concurrency %d",
             self.worker_id, ",".join(self.queues) if self.queues else "all", self.concurrency,
         )  # fmt: skip
+        workflow_results.serve(self.store)  # jobq.parent_results() in its tasks
         if self.store.listen(self._on_enqueued, self._stop_listening, self.outage):
             log.info("woken by the database on enqueue; polling every %gs too", self.poll_interval)
         try:
@@ -419,6 +422,8 @@ class Worker:
 
     def _end(self, run: Run, completion: Completion) -> None:
         """Queue ``completion`` of ``run`` for the next write."""
+        if run.task.workflow_id is not None:  # its end settles the nodes after it
+            completion = dataclasses.replace(completion, in_workflow=True)
         self._unrecorded.append(completion)
         if self.metrics is not None:
             self._ending[run.task.fence] = run.task
@@ -536,6 +541,13 @@ class Worker:
         if rescued:
             self.stats["rescued"] += rescued
             log.info("rescued %d task(s) whose lease had expired", rescued)
+        try:
+            settled = self.store.sweep_workflows()
+        except JobqError as error:
+            self._failed("settling workflows", error)
+            return
+        if settled:
+            log.info("settled %d workflow node(s) that no end had settled", settled)
 
     def _purge_leases(self) -> None:
         try:

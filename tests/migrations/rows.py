@@ -24,9 +24,19 @@ ADDED_BY_0009 = ("progress", "cancel_requested_at", "awaited")
 #: The columns revision 0010 added to jobq_tasks.
 ADDED_BY_0010 = ("trace_context",)
 
+#: The columns revision 0011 added to jobq_tasks.
+ADDED_BY_0011 = ("workflow_id",)
+
+#: The columns of jobq_tasks that revision 0011 added, with (on MySQL) the generated
+#: columns of its two partial indexes.
+COLUMNS_OF_0011 = {"workflow_id", "jobq_tasks_workflow_on", "jobq_tasks_blocked_on"}
+
+#: The tables revision 0011 added.
+TABLES_OF_0011 = {"jobq_workflows", "jobq_task_edges"}
+
 #: The columns jobq_tasks had from 0001 to 0008 (no revision before 0009 changed the set).
 COLUMNS_BEFORE_0009 = tuple(
-    col.name for col in tasks.c if col.name not in ADDED_BY_0009 + ADDED_BY_0010
+    col.name for col in tasks.c if col.name not in ADDED_BY_0009 + ADDED_BY_0010 + ADDED_BY_0011
 )
 #: The columns jobq_tasks had at 0009.
 COLUMNS_AT_0009 = COLUMNS_BEFORE_0009 + ADDED_BY_0009

@@ -16,7 +16,13 @@ import jobq
 from jobq import Status, migrations
 from jobq.schedule import Cron
 from jobq.schema import tasks
-from tests.migrations.rows import capture_in_sql, end_in_sql, task_row, task_rows
+from tests.migrations.rows import (
+    TABLES_OF_0011,
+    capture_in_sql,
+    end_in_sql,
+    task_row,
+    task_rows,
+)
 from tests.migrations.test_migration_0006 import at_revision, table_names
 from tests.migrations.test_migrations import jobq_ddl
 
@@ -113,7 +119,7 @@ def test_downgrade_to_0007_drops_only_the_runs_table_and_upgrade_restores_it(
     with store.engine.begin() as conn:
         migrations.downgrade(conn, "0007")
     assert revision(store) == "0007"
-    assert table_names(store) == tables - {RUNS_TABLE}
+    assert table_names(store) == tables - {RUNS_TABLE} - TABLES_OF_0011
     assert store.schedules() == schedules
     assert task_rows(store) == rows
 

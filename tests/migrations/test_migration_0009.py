@@ -24,6 +24,7 @@ from jobq.schema import tasks
 from tests.migrations.rows import (
     ADDED_BY_0009,
     ADDED_BY_0010,
+    COLUMNS_OF_0011,
     capture_in_sql,
     end_in_sql,
     task_rows,
@@ -144,7 +145,9 @@ def test_downgrade_to_0008_drops_exactly_0009_and_upgrade_restores_it(empty_url:
     with store.engine.begin() as conn:
         migrations.downgrade(conn, "0008")
         assert migrations.current(conn) == "0008"
-    assert task_columns(store) == columns - set(ADDED_BY_0009) - set(ADDED_BY_0010)
+    assert (
+        task_columns(store) == columns - set(ADDED_BY_0009) - set(ADDED_BY_0010) - COLUMNS_OF_0011
+    )
     assert task_rows(store) == rows
     if postgresql:
         left = pg_objects(store)

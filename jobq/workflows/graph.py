@@ -1,0 +1,226 @@
+"""Signatures and the graphs made of them: Workflow (any DAG), chain, group and chord.
+
+Pure: building a graph checks it and writes nothing; ``enqueue`` writes it whole.
+Chains, groups and chords are built on Workflow: each adds its nodes after a set of
+nodes and says which of its own come last, so they nest (a chain of groups, a chord
+whose header holds chains).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from jobq.errors import InvalidWorkflow
+from jobq.validation import check_datetime, check_seconds
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+    from jobq.app import App
+    from jobq.workflows.handle import WorkflowHandle
+
+#: The enqueue options a signature takes (``task.s(x=1, _queue="q")``).
+SIGNATURE_OPTIONS = ("_delay", "_run_at", "_priority", "_queue")
+
+
+@dataclass(frozen=True, eq=False)
+class Signature:
+    """One run of a registered task, with its arguments and options, not yet enqueued.
+
+    Made by ``task.s(**kwargs)``: the arguments are checked against the function and for
+    JSON then. A node with a ``delay`` or ``run_at`` waits for it too, once its parents
+    are done.
+    """
+
+    app: App
+    name: str
+    arguments: dict[str, Any]
+    queue: str
+    priority: int
+    retries: int
+    timeout: float | None
+    lock_key: str | None
+    delay: float | None = None
+    run_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.delay is not None and self.run_at is not None:
+            raise InvalidWorkflow(reason=f"task {self.name!r}: give _delay or _run_at, not both")
+        if self.delay is not None:
+            check_seconds("_delay", self.delay)
+        if self.run_at is not None:
+            check_datetime("_run_at", self.run_at)
+
+    def __repr__(self) -> str:
+        return f"<Signature {self.name}({', '.join(self.arguments)})>"
+
+    def add_to(self, workflow: Workflow, after: Sequence[Node]) -> list[Node]:
+        """Add this signature as one node after ``after``; that node, the last."""
+        return [workflow.add(self, after=after)]
+
+    def enqueue(self, connection: Connection | None = None) -> WorkflowHandle:
+        """Enqueue a workflow of this one node."""
+        return _enqueue(self, connection)
+
+
+@dataclass(frozen=True, eq=False)
+class Node:
+    """A node of a Workflow: ``signature``, run once every node of ``after`` is done."""
+
+    workflow: Workflow
+    index: int
+    signature: Signature
+    after: tuple[Node, ...]
+
+    def __repr__(self) -> str:
+        return f"<Node {self.index} {self.signature.name}>"
+
+
+class Workflow:
+    """A DAG of signatures: ``node = wf.add(sig, after=[other, ...])``, then ``wf.enqueue()``.
+
+    A node may only come after nodes added before it, so every workflow is acyclic by
+    construction.
+    """
+
+    def __init__(self) -> None:
+        #: The nodes, in the order they were added (the order of WorkflowHandle.tasks).
+        self.nodes: list[Node] = []
+
+    def __repr__(self) -> str:
+        return f"<Workflow of {len(self.nodes)} node(s)>"
+
+    def add(self, signature: Signature, after: Iterable[Node] = ()) -> Node:
+        """Add a node running ``signature`` once every node of ``after`` is done.
+
+        Inside its run, ``jobq.parent_results()`` gives their results in this order.
+        """
+        if not isinstance(signature, Signature):
+            raise InvalidWorkflow(
+                reason=f"a node runs a signature (task.s(...)), not {type(signature).__name__}"
+            )
+        parents = tuple(after)
+        seen: set[int] = set()
+        for parent in parents:
+            if not isinstance(parent, Node) or parent.workflow is not self:
+                raise InvalidWorkflow(
+                    reason=f"after= names {parent!r}, not a node of this workflow"
+                )
+            if parent.index in seen:
+                raise InvalidWorkflow(reason=f"after= names node {parent.index} twice")
+            seen.add(parent.index)
+        if self.nodes and signature.app.store is not self.nodes[0].signature.app.store:
+            raise InvalidWorkflow(reason="its tasks belong to apps with different databases")
+        node = Node(self, len(self.nodes), signature, parents)
+        self.nodes.append(node)
+        return node
+
+    def enqueue(self, connection: Connection | None = None) -> WorkflowHandle:
+        """Write every node and edge in one transaction (or the caller's ``connection``,
+        committing or rolling back with it); the workflow's handle."""
+        from jobq.workflows.handle import WorkflowHandle
+
+        if not self.nodes:
+            raise InvalidWorkflow(reason="it has no nodes")
+        store = self.nodes[0].signature.app.store
+        workflow_id, ids = store.enqueue_workflow(self.nodes, connection=connection)
+        sinks = _sinks(self.nodes)
+        return WorkflowHandle(workflow_id, store, ids, [node.index for node in sinks])
+
+
+def _sinks(nodes: Sequence[Node]) -> list[Node]:
+    """The nodes no other node comes after: the workflow's results."""
+    parents = {parent.index for node in nodes for parent in node.after}
+    return [node for node in nodes if node.index not in parents]
+
+
+@dataclass(frozen=True, eq=False)
+class Chain:
+    """Parts run one after another: each starts once the previous one is done."""
+
+    parts: tuple[Part, ...] = field(default=())
+
+    def add_to(self, workflow: Workflow, after: Sequence[Node]) -> list[Node]:
+        last = list(after)
+        for part in self.parts:
+            last = part.add_to(workflow, last)
+        return last
+
+    def enqueue(self, connection: Connection | None = None) -> WorkflowHandle:
+        """Enqueue the chain as one workflow; the result is its last part's."""
+        return _enqueue(self, connection)
+
+
+@dataclass(frozen=True, eq=False)
+class Group:
+    """Parts run side by side; the group's result is the list of theirs."""
+
+    parts: tuple[Part, ...] = field(default=())
+
+    def add_to(self, workflow: Workflow, after: Sequence[Node]) -> list[Node]:
+        return [node for part in self.parts for node in part.add_to(workflow, after)]
+
+    def enqueue(self, connection: Connection | None = None) -> WorkflowHandle:
+        """Enqueue the group as one workflow; the result is the list of the parts'."""
+        return _enqueue(self, connection)
+
+
+@dataclass(frozen=True, eq=False)
+class Chord:
+    """A group, then ``callback`` once every part of the group is done (its
+    ``parent_results()`` are the group's results, in order)."""
+
+    header: Group
+    callback: Part
+
+    def add_to(self, workflow: Workflow, after: Sequence[Node]) -> list[Node]:
+        return self.callback.add_to(workflow, self.header.add_to(workflow, after))
+
+    def enqueue(self, connection: Connection | None = None) -> WorkflowHandle:
+        """Enqueue the chord as one workflow; the result is the callback's."""
+        return _enqueue(self, connection)
+
+
+#: What chains, groups and chords are made of.
+Part = Signature | Chain | Group | Chord
+
+
+def _part(value: Any) -> Part:
+    if not isinstance(value, Signature | Chain | Group | Chord):
+        raise InvalidWorkflow(
+            reason=f"expected a signature (task.s(...)), chain, group or chord, not "
+            f"{type(value).__name__}"
+        )
+    return value
+
+
+def chain(*parts: Part) -> Chain:
+    """Each part runs once the previous one is done: ``chain(a.s(), b.s(), c.s())``."""
+    if not parts:
+        raise InvalidWorkflow(reason="a chain needs at least one part")
+    return Chain(tuple(_part(part) for part in parts))
+
+
+def group(*parts: Part) -> Group:
+    """The parts run in parallel: ``group(a.s(x=1), a.s(x=2))``; also group(iterable)."""
+    if len(parts) == 1 and not isinstance(parts[0], Part):
+        parts = tuple(parts[0])  # group(task.s(x=n) for n in range(10))
+    if not parts:
+        raise InvalidWorkflow(reason="a group needs at least one part")
+    return Group(tuple(_part(part) for part in parts))
+
+
+def chord(header: Group | Iterable[Part], callback: Part) -> Chord:
+    """``callback`` runs once every part of ``header`` (a group) is done."""
+    if not isinstance(header, Group):
+        header = group(*header)  # type: ignore[arg-type]
+    return Chord(header, _part(callback))
+
+
+def _enqueue(part: Part, connection: Connection | None) -> WorkflowHandle:
+    workflow = Workflow()
+    part.add_to(workflow, [])
+    return workflow.enqueue(connection)

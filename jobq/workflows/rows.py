@@ -1,0 +1,258 @@
+"""Workflows: a part of Store (mixed in) that writes, reads, settles and cancels them.
+
+A workflow is one row of jobq_workflows, a task row per node (``workflow_id`` set; a
+node with parents starts ``blocked``) and an edge row per (child, parent), all written in
+one transaction. See settle.py for what a node's end does to the nodes after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from jobq.database import Database
+from jobq.dialects import Dialect
+from jobq.errors import WorkflowNotFound
+from jobq.schema import status_is, task_edges, tasks, workflows
+from jobq.tasks import Status, Task, as_utc
+from jobq.validation import check_int
+from jobq.workflows import settle
+
+if TYPE_CHECKING:
+    from jobq.workflows.graph import Node
+
+c = tasks.c
+e = task_edges.c
+
+#: The error of a node cancelled with its whole workflow (WorkflowHandle.cancel).
+WORKFLOW_CANCELLED = "cancelled with its workflow"
+
+
+class Workflows:
+    """enqueue_workflow, its nodes and edges, and what the ends of nodes do to the others."""
+
+    db: Database
+    dialect: Dialect
+    _read: Any
+
+    # --- writing ---------------------------------------------------------------------
+
+    def enqueue_workflow(
+        self, nodes: Sequence[Node], *, connection: Connection | None = None
+    ) -> tuple[int, list[int]]:
+        """Write a workflow of ``nodes`` (each after nodes listed before it): its id, and
+        the task ids of its nodes in order. One transaction, or the caller's."""
+        delays = any(n.signature.run_at is not None for n in nodes)
+
+        def write(conn: Connection) -> tuple[int, list[int]]:
+            now = conn.execute(sa.select(self.dialect.now())).scalar_one() if delays else None
+            header = sa.insert(workflows).values(nodes=len(nodes), created_at=self.dialect.now())
+            workflow_id = int(conn.execute(header).inserted_primary_key[0])
+            rows = [_row(node, workflow_id, now) for node in nodes]
+            ids = self.dialect.insert_rows(conn, self._node_insert(), rows)
+            edges = [
+                {"child_id": ids[node.index], "position": position, "parent_id": ids[p.index]}
+                for node in nodes
+                for position, p in enumerate(node.after)
+            ]
+            for start in range(0, len(edges), settle.CHUNK):
+                conn.execute(sa.insert(task_edges), edges[start : start + settle.CHUNK])
+            return workflow_id, ids
+
+        return self.db.write(write, connection, atomic=True)
+
+    def _node_insert(self) -> sa.Insert:
+        def build() -> sa.Insert:
+            now = self.dialect.now()
+            return sa.insert(tasks).values(
+                created_at=now,
+                run_at=self.dialect.now_plus(sa.bindparam("delay", type_=sa.Float)),
+                attempt=0,
+                recurring=False,
+            )
+
+        return self.dialect.memo(("workflow", "insert node"), build)
+
+    # --- what ends do ----------------------------------------------------------------
+
+    def in_workflow(self, id: int) -> bool:
+        """Whether task ``id`` is a workflow node (one read by primary key)."""
+        query = self.dialect.memo(
+            ("workflow", "of task"),
+            lambda: sa.select(c.workflow_id).where(c.id == sa.bindparam("id")),
+        )
+        with self.db.unit(read_only=True) as conn:
+            return conn.execute(query, {"id": id}).scalar() is not None
+
+    def settle_ends(
+        self, conn: Connection, done: Sequence[int], other: Sequence[int] = ()
+    ) -> list[int]:
+        """In the transaction that recorded them: queue the children that the ends of
+        ``done`` leave waiting for nothing, and cancel the descendants of those of
+        ``other`` (ends that were not done) that ended for good. Returns the ids of
+        ``done`` that were parents, to look at again once committed (look_again)."""
+        parents: list[int] = []
+        if done:
+            mark = settle.mark_done(self.dialect)
+            for part in settle.chunks(done):
+                if conn.execute(mark, {"ids": part}).rowcount:
+                    parents.extend(part)
+            if parents:
+                settle.queue_children(conn, self.dialect, parents)
+        if other:
+            self._cancel_after(conn, other)
+        return parents
+
+    def look_again(self, parents: Sequence[int]) -> int:
+        """After the commit that marked ``parents`` done: queue their children that wait
+        for nothing now. A child whose last two parents ended in concurrent transactions
+        was queued by neither; this read, begun after the commit, sees both."""
+        if not parents:
+            return 0
+        return self.db.write(lambda conn: settle.queue_children(conn, self.dialect, parents))
+
+    def _cancel_after(self, conn: Connection, ids: Sequence[int]) -> int:
+        """Cancel the blocked descendants of those of ``ids`` that ended without being done."""
+        cancelled = 0
+        for part in settle.chunks(ids):
+            for parent_id, name, status in conn.execute(
+                settle.failed_parents(self.dialect), {"ids": part}
+            ).all():
+                reason = settle.cancelled_because(parent_id, name, status)
+                cancelled += settle.cancel_descendants(conn, self.dialect, parent_id, reason)
+        return cancelled
+
+    def sweep_workflows(self) -> int:
+        """Settle what no end settled: blocked nodes waiting for nothing (queued), or for
+        parents that will never be done (cancelled). Every worker's rescue pass runs it;
+        how many nodes it changed."""
+
+        def sweep(conn: Connection) -> int:
+            changed = 0
+            for parent_id, name, status in conn.execute(settle.stuck_parents(self.dialect)).all():
+                if status == Status.DONE.value:  # done by a write that did not mark its edges
+                    conn.execute(settle.mark_done(self.dialect), {"ids": [parent_id]})
+                    continue
+                reason = settle.cancelled_because(parent_id, name, status)
+                changed += settle.cancel_descendants(conn, self.dialect, parent_id, reason)
+            ready = list(conn.execute(settle.stuck_ready(self.dialect)).scalars())
+            return changed + settle.queue_tasks(conn, self.dialect, ready)
+
+        return self.db.write(sweep, atomic=True)
+
+    # --- reading and cancelling ------------------------------------------------------
+
+    def workflow_tasks(self, workflow_id: int) -> list[Task]:
+        """The tasks of workflow ``workflow_id``, in the order its nodes were added (empty if
+        there is no such workflow, or its nodes were pruned)."""
+        check_int("workflow_id", workflow_id)
+        query = (
+            sa.select(tasks)
+            .where(self.dialect.within("jobq_tasks_workflow"), c.workflow_id == workflow_id)
+            .order_by(c.id)
+        )
+        with self.db.unit(read_only=True) as conn:
+            return [Task.from_values(self._read(row)) for row in conn.execute(query)]
+
+    def workflow_edges(self, workflow_id: int) -> list[tuple[int, int, int, bool]]:
+        """(child_id, position, parent_id, parent_done) of every edge of a workflow."""
+        check_int("workflow_id", workflow_id)
+        query = (
+            sa.select(e.child_id, e.position, e.parent_id, e.parent_done)
+            .join(tasks, c.id == e.child_id)
+            .where(self.dialect.within("jobq_tasks_workflow"), c.workflow_id == workflow_id)
+            .order_by(e.child_id, e.position)
+        )
+        with self.db.unit(read_only=True) as conn:
+            return [tuple(row) for row in conn.execute(query)]  # type: ignore[misc]
+
+    def parents(self, id: int) -> list[tuple[int, Task | None]]:
+        """The parents of task ``id``, in its ``after=`` order: (parent id, its task, or
+        None if the row is gone). Empty for a task with none."""
+        check_int("id", id)
+        parent = tasks.alias("parent")
+        query = (
+            sa.select(e.parent_id, *parent.c)
+            .select_from(task_edges.outerjoin(parent, parent.c.id == e.parent_id))
+            .where(e.child_id == id)
+            .order_by(e.position)
+        )
+        with self.db.unit(read_only=True) as conn:
+            rows = conn.execute(query).all()
+        return [
+            (row[0], None if row[1] is None else Task.from_values(self._read(row[1:])))
+            for row in rows
+        ]
+
+    def parent_results(self, id: int) -> list[Any]:
+        """The results of task ``id``'s parents, in its ``after=`` order (None for one
+        whose row was pruned)."""
+        check_int("id", id)
+        parent = tasks.alias("parent")
+        query = (
+            sa.select(parent.c.result)
+            .select_from(task_edges.outerjoin(parent, parent.c.id == e.parent_id))
+            .where(e.child_id == id)
+            .order_by(e.position)
+        )
+        with self.db.unit(read_only=True) as conn:
+            return list(conn.execute(query).scalars())
+
+    def cancel_workflow(self, workflow_id: int) -> int:
+        """Cancel every node of the workflow not finished yet: waiting ones at once,
+        running ones by a cancel request (as Store.cancel). How many it did either to;
+        WorkflowNotFound if there is no such workflow."""
+        check_int("workflow_id", workflow_id)
+        now = self.dialect.now()
+        of_workflow = sa.and_(
+            self.dialect.within("jobq_tasks_workflow"), c.workflow_id == workflow_id
+        )
+        waiting = sa.update(tasks).where(
+            of_workflow,
+            sa.or_(
+                status_is(Status.QUEUED),
+                status_is(Status.BLOCKED),
+                sa.and_(status_is(Status.FAILED), c.retries_left > 0),
+            ),
+        )
+        running = sa.update(tasks).where(of_workflow, status_is(Status.IN_PROGRESS))
+        exists = sa.select(workflows.c.id).where(workflows.c.id == workflow_id)
+
+        def cancel(conn: Connection) -> int:
+            if conn.execute(exists).first() is None:
+                raise WorkflowNotFound(id=workflow_id)
+            ended = conn.execute(
+                waiting.values(
+                    status=Status.CANCELLED.value, error=WORKFLOW_CANCELLED, finished_at=now
+                )
+            ).rowcount
+            asked = conn.execute(
+                running.values(cancel_requested_at=sa.func.coalesce(c.cancel_requested_at, now))
+            ).rowcount
+            return ended + asked
+
+        return self.db.write(cancel, atomic=True)
+
+
+def _row(node: Node, workflow_id: int, now: datetime | None) -> dict[str, Any]:
+    """The column values of ``node``'s task row (the statement adds the clock's)."""
+    signature = node.signature
+    delay = signature.delay or 0.0
+    if signature.run_at is not None and now is not None:
+        delay = (as_utc(signature.run_at) - as_utc(now)).total_seconds()  # type: ignore[operator]
+    return {
+        "queue_id": signature.queue,
+        "name": signature.name,
+        "args": signature.arguments,
+        "status": (Status.BLOCKED if node.after else Status.QUEUED).value,
+        "priority": signature.priority,
+        "retries_left": signature.retries,
+        "timeout": signature.timeout,
+        "lock_key": signature.lock_key,
+        "workflow_id": workflow_id,
+        "delay": float(delay),
+    }
