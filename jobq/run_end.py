@@ -195,6 +195,9 @@ def check_end(
     status = Status.parse(status)
     check_int("id", id)
     check_int("attempt", attempt, minimum=1, maximum=INT32[1])
+    if status is Status.BLOCKED:
+        reason = "only a workflow's enqueue makes a task blocked"
+        raise InvalidOption(option="status", reason=reason)
     if status not in END_STATUSES:
         raise InvalidOption(option="status", reason="only capture moves a task to in_progress")
     if run_at is not None and retry_delay is not None:

@@ -10,6 +10,7 @@ with that attempt, and report whether they did.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -21,7 +22,7 @@ from jobq import run_end
 from jobq.database import Database
 from jobq.dialects.base import lease_of
 from jobq.enqueuer import Enqueuer
-from jobq.errors import first_line
+from jobq.errors import JobqError, first_line
 from jobq.limits import Limit, Limiter
 from jobq.limits.sql import SQL_LIMITER, Limits
 from jobq.outage import Outage
@@ -29,7 +30,7 @@ from jobq.periodic import Periodic
 from jobq.prepared import Prepared
 from jobq.queues.pause import Pauses
 from jobq.retry import Backoff, ExponentialBackoff
-from jobq.schema import status_is, tasks
+from jobq.schema import status_is, task_edges, tasks
 from jobq.task_admin import TaskAdmin
 from jobq.tasks import CANCELLED_ON_REQUEST, NO_NAMED_LEASES, Completion, Leases, Status, Task
 from jobq.validation import INT32, check_int, check_key, check_seconds, queue_list
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from jobq.observe.why import Explanation  # observe sits above store: imported late
 
 c = tasks.c
+log = logging.getLogger("jobq.store")
 
 # heartbeat names at most this many (id, attempt) pairs per statement.
 _HEARTBEAT_CHUNK = 500
@@ -213,8 +215,8 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits, Pauses, Workf
             return True, self.settle_ends(conn, done, [] if done else [id])
 
         applied, parents = self.db.write(end_node, connection, atomic=True)
-        if connection is None:
-            self.look_again(parents)
+        if connection is None:  # else the caller commits later: the sweep looks again
+            self._look_again_safely(parents)
         return applied
 
     def set_statuses(self, completions: Sequence[Completion]) -> int:
@@ -251,8 +253,16 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits, Pauses, Workf
             return applied, self.settle_ends(conn, done, other)
 
         applied, parents = self.db.write(record_and_settle, atomic=True)
-        self.look_again(parents)
+        self._look_again_safely(parents)
         return applied
+
+    def _look_again_safely(self, parents: Sequence[int]) -> None:
+        """look_again(parents) after the ends committed; should it fail, the ends stand
+        and every worker's sweep releases what it would have."""
+        try:
+            self.look_again(parents)
+        except (JobqError, sa.exc.DBAPIError) as error:
+            log.warning("looking again at workflow nodes failed; the sweep will: %s", error)
 
     def _record_safely(self, encoded: run_end.Encoded) -> int:
         """_record(encoded), falling back to one end at a time if the database refuses it."""
@@ -466,13 +476,20 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits, Pauses, Workf
         """Delete finished tasks (done, terminal failed, cancelled) older than that; how many."""
         seconds = older_than.total_seconds() if isinstance(older_than, timedelta) else older_than
         check_seconds("older_than", seconds)
-        stmt = sa.delete(tasks).where(
+        old = sa.and_(
             c.finished_at.is_not(None),
             c.finished_at < self.dialect.now_plus(-float(seconds)),
             c.status.in_([s.value for s in (Status.DONE, Status.FAILED, Status.CANCELLED)]),
             sa.not_(c.recurring),
         )
-        return self.db.write(lambda conn: conn.execute(stmt).rowcount)
+        # The edges of pruned workflow nodes first (SQLite enforces no foreign key).
+        edges = sa.delete(task_edges).where(task_edges.c.child_id.in_(sa.select(c.id).where(old)))
+
+        def prune(conn: Connection) -> int:
+            conn.execute(edges)
+            return conn.execute(sa.delete(tasks).where(old)).rowcount
+
+        return self.db.write(prune, atomic=True)
 
     # --- reading --------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from jobq import executor
 from jobq.app import App
 from jobq.store import Store
 from jobq.tasks import Completion
+from jobq.workflows import in_task as workflow_results
 
 WORKER_ID = "jobq.testing"
 
@@ -46,6 +47,7 @@ def run_pending(app: App, *, retry_at_once: bool = True) -> int:
     its backoff, so every task ends done or terminally failed.
     """
     runs = 0
+    workflow_results.serve(app.store)  # jobq.parent_results() in the tasks run here
     while captured := app.store.capture(100, worker_id=WORKER_ID):
         for task in captured:
             # The worker's rules: a run past its timeout fails, however it ended.
@@ -56,6 +58,7 @@ def run_pending(app: App, *, retry_at_once: bool = True) -> int:
                         task.id, task.attempt, outcome.status, result=outcome.result,
                         error=outcome.error, terminal=outcome.terminal,
                         retry_delay=0.0 if retry_at_once else outcome.retry_delay,
+                        in_workflow=task.workflow_id is not None,
                     )
                 ]
             )  # fmt: skip

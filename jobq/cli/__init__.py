@@ -42,6 +42,7 @@ from jobq.cli.task_actions import cancel, prune, purge, retry
 from jobq.cli.task_file import enqueue_file
 from jobq.cli.why import why
 from jobq.cli.workers import list_workers
+from jobq.cli.workflows import parents_note, read_parents, workflow
 from jobq.durations import format_duration
 from jobq.errors import JobqError
 from jobq.registry import TaskDefinition
@@ -318,25 +319,31 @@ def show(task_id: int, as_json: bool, database_url: str) -> None:
     """Every field of task ID.
 
     Its progress reads as the task last reported it (current/total message); a note says
-    when a cancel was requested, and of a run gone past its timeout.
+    when a cancel was requested, of a run gone past its timeout, and which parents a
+    workflow node waits for (or ran after).
 
     With --json, one task object as `jobq list --json` prints them, its progress as the
-    stored JSON value, plus "notes": the notes above, a list of strings (empty if none).
+    stored JSON value, plus "notes": the notes above, a list of strings (empty if none),
+    and "after": the ids of its parents (empty outside workflows).
     """
     with store_for(database_url, read_only=True) as store:
         task = store.get(task_id)
         if task is None:
             raise JobqError(f"no task with id {task_id}")
+        parents = read_parents(store, task)
+    notes = [
+        _cancel_note(task), overrun_note(task, datetime.now(UTC)), parents_note(task, parents)
+    ]  # fmt: skip
     if as_json:
-        notes = [_cancel_note(task), overrun_note(task, datetime.now(UTC))]
-        click.echo(dumps(show_document(task, notes)))
+        document = show_document(task, notes)
+        document["after"] = [parent_id for parent_id, _ in parents]
+        click.echo(dumps(document))
         return
     names = [field.name for field in fields(task)]
     width = max(len(name) for name in names)
     for name in names:
         text = _progress_text(task.progress) if name == "progress" else None
         click.echo(f"{name.ljust(width)}  {text or field_text(task, name)}")
-    notes = [_cancel_note(task), overrun_note(task, datetime.now(UTC))]
     for note in notes:
         if note:
             click.echo(f"{'note'.ljust(width)}  {note}")
@@ -390,3 +397,4 @@ main.add_command(list_workers)
 main.add_command(queues)
 main.add_command(metrics_exporter)
 main.add_command(dashboard)
+main.add_command(workflow)

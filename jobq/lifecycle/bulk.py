@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from jobq.database import Database
-from jobq.schema import HAS_RETRIES, status_is, tasks
+from jobq.schema import HAS_RETRIES, status_is, task_edges, tasks
 from jobq.tasks import Status
 from jobq.validation import INT32, check_int, check_key
 
@@ -78,9 +78,16 @@ def purge(store: HasDatabase, queue: str, *, batch_size: int = DEFAULT_BATCH) ->
 
     def apply(conn: Connection, ids: Sequence[int], queue: str) -> int:
         stmt = sa.delete(tasks).where(c.id.in_(ids), c.queue_id == queue, WAITING)
-        return conn.execute(stmt).rowcount
+        deleted = conn.execute(stmt).rowcount
+        # A purged workflow node's edges go too (SQLite enforces no foreign key).
+        conn.execute(sa.delete(task_edges).where(task_edges.c.child_id.in_(ids), _gone))
+        return deleted
 
     return _in_batches(store, queue, batch_size, apply)
+
+
+# An edge whose child row is gone.
+_gone = ~sa.exists().where(c.id == task_edges.c.child_id)
 
 
 def _in_batches(store: HasDatabase, queue: str, batch_size: int, apply: Apply) -> int:

@@ -7,10 +7,11 @@ its own, so that a long count of one never holds up the other:
 - ``active``: queued, in_progress, and failed with retries left; the rows of the partial
   index jobq_tasks_capture, however many finished rows the table holds. Every
   ``interval`` seconds, with the oldest waiting task of each queue.
-- ``finished``: done, failed for good, cancelled. No index holds (queue_id, status) of
-  these, so counting them reads the whole table: every ``finished_interval`` seconds,
-  and never sooner than DUTY times the last count's duration after it ended, so that
-  counting keeps the database busy at most a tenth of its time however large it grows.
+- ``finished``: done, failed for good, cancelled, and blocked workflow nodes. No index
+  holds (queue_id, status) of these, so counting them reads the whole table: every
+  ``finished_interval`` seconds, and never sooner than DUTY times the last count's
+  duration after it ended, so that counting keeps the database busy at most a tenth of
+  its time however large it grows.
 
 A count that fails leaves the last one in place: its reason is logged once a streak
 (credentials scrubbed), and the part is tried again ``interval`` seconds later.
@@ -41,9 +42,10 @@ c = tasks.c
 DUTY = 10
 ACTIVE_PART, FINISHED_PART = "active", "finished"
 #: The statuses each part counts; failed is in both (with retries left, and for good).
+#: Blocked workflow nodes are outside the capture index, so the finished part counts them.
 PART_STATUSES = {
     ACTIVE_PART: (Status.QUEUED, Status.IN_PROGRESS, Status.FAILED),
-    FINISHED_PART: (Status.DONE, Status.FAILED, Status.CANCELLED),
+    FINISHED_PART: (Status.DONE, Status.FAILED, Status.CANCELLED, Status.BLOCKED),
 }
 
 CountFunction = Callable[[], tuple[dict[tuple[str, str], int], dict[str, float]]]

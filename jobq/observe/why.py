@@ -39,8 +39,9 @@ class Explanation:
 
     ``reason`` is a short stable code (due_later, retry_wait, queue_paused, lock_key_held,
     lock_key_behind, concurrency_full, rate_full, no_worker, ready, running, finished,
-    cancelled); ``lines`` say it in sentences, the first the main one; ``details`` hold
-    the facts as JSON-able values (ids, worker ids, ISO 8601 UTC times, counts).
+    cancelled, waiting_for_parents); ``lines`` say it in sentences, the first the main
+    one; ``details`` hold the facts as JSON-able values (ids, worker ids, ISO 8601 UTC
+    times, counts).
     """
 
     task_id: int
@@ -78,8 +79,13 @@ def explain(store: Store, id: int) -> Explanation:
     }
     if status is Status.IN_PROGRESS:
         return _running(store, row, now, details)
+    if status is Status.BLOCKED:
+        return _blocked(store, row, details)
     if status is Status.CANCELLED:
         lines = [f"cancelled at {_when(row.finished_at)}"]
+        if row.error:
+            details["error"] = _last_line(row.error)
+            lines[0] += f": {details['error']}"
         if row.recurring:
             lines.append("its schedule is disabled (`jobq cron enable` resumes it)")
         details["finished_at"] = _iso(row.finished_at)
@@ -90,7 +96,36 @@ def explain(store: Store, id: int) -> Explanation:
     return _waiting(store, row, now, details)
 
 
-# --- finished and running --------------------------------------------------------------------
+# --- finished, running, and workflow nodes waiting for their parents ------------------------
+
+
+def _blocked(store: Store, row: Any, details: dict[str, Any]) -> Explanation:
+    """A workflow node whose parents are not all done: which it waits for."""
+    parents = store.parents(row.id)
+    waiting_for = [
+        {"id": parent_id, "name": task.name if task else None, "status": _status_of(task)}
+        for parent_id, task in parents
+        if task is None or task.status is not Status.DONE
+    ]
+    details.update(parents=[parent_id for parent_id, _ in parents], waiting_for=waiting_for)
+    said = ", ".join(
+        f"task {p['id']} ({p['name']}, {p['status']})" if p["name"] else f"task {p['id']} (gone)"
+        for p in waiting_for[:_PARENTS_SHOWN]
+    )
+    more = len(waiting_for) - _PARENTS_SHOWN
+    if more > 0:
+        said += f" and {more} more"
+    lines = [f"waits for {len(waiting_for)} of its {len(parents)} parent(s): {said}"]
+    lines.append("it is queued once they are all done, and cancelled if one of them fails for good")
+    return Explanation(row.id, "waiting_for_parents", lines, details)
+
+
+#: Parents a waiting node's explanation names one by one.
+_PARENTS_SHOWN = 5
+
+
+def _status_of(task: Any) -> str:
+    return "gone" if task is None else task.status.value
 
 
 def _finished(row: Any, status: Status, details: dict[str, Any]) -> Explanation:

@@ -206,7 +206,7 @@ def _cancellable(task: Any) -> bool:
         return task.retries_left > 0
     if task.status is Status.IN_PROGRESS:
         return task.cancel_requested_at is None
-    return task.status is Status.QUEUED
+    return task.status in (Status.QUEUED, Status.BLOCKED)
 
 
 def _queues(store: Store, counts: BackgroundCounts) -> dict[str, Any]:

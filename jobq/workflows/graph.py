@@ -125,8 +125,10 @@ class Workflow:
 
         if not self.nodes:
             raise InvalidWorkflow(reason="it has no nodes")
-        store = self.nodes[0].signature.app.store
+        app = self.nodes[0].signature.app
+        store = app.store
         workflow_id, ids = store.enqueue_workflow(self.nodes, connection=connection)
+        app._enqueued(connection)  # jobq.testing.immediate runs them now
         sinks = _sinks(self.nodes)
         return WorkflowHandle(workflow_id, store, ids, [node.index for node in sinks])
 

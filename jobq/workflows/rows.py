@@ -150,13 +150,19 @@ class Workflows:
         """The tasks of workflow ``workflow_id``, in the order its nodes were added (empty if
         there is no such workflow, or its nodes were pruned)."""
         check_int("workflow_id", workflow_id)
-        query = (
-            sa.select(tasks)
-            .where(self.dialect.within("jobq_tasks_workflow"), c.workflow_id == workflow_id)
-            .order_by(c.id)
+        query = self.db.prepare(
+            ("workflow", "tasks"),
+            lambda: (
+                sa.select(tasks)
+                .where(
+                    self.dialect.within("jobq_tasks_workflow"),
+                    c.workflow_id == sa.bindparam("workflow_id", type_=sa.BigInteger),
+                )
+                .order_by(c.id)
+            ),
         )
-        with self.db.unit(read_only=True) as conn:
-            return [Task.from_values(self._read(row)) for row in conn.execute(query)]
+        rows = self.db.run(query, {"workflow_id": workflow_id}, fetch=True)
+        return [Task.from_values(self._read(row)) for row in rows]
 
     def workflow_edges(self, workflow_id: int) -> list[tuple[int, int, int, bool]]:
         """(child_id, position, parent_id, parent_done) of every edge of a workflow."""
@@ -175,14 +181,16 @@ class Workflows:
         None if the row is gone). Empty for a task with none."""
         check_int("id", id)
         parent = tasks.alias("parent")
-        query = (
-            sa.select(e.parent_id, *parent.c)
-            .select_from(task_edges.outerjoin(parent, parent.c.id == e.parent_id))
-            .where(e.child_id == id)
-            .order_by(e.position)
+        query = self.db.prepare(
+            ("workflow", "parents"),
+            lambda: (
+                sa.select(e.parent_id, *parent.c)
+                .select_from(task_edges.outerjoin(parent, parent.c.id == e.parent_id))
+                .where(e.child_id == sa.bindparam("id", type_=sa.BigInteger))
+                .order_by(e.position)
+            ),
         )
-        with self.db.unit(read_only=True) as conn:
-            rows = conn.execute(query).all()
+        rows = self.db.run(query, {"id": id}, fetch=True)
         return [
             (row[0], None if row[1] is None else Task.from_values(self._read(row[1:])))
             for row in rows

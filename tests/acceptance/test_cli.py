@@ -310,9 +310,9 @@ def test_status_shows_counts_oldest_waiting_and_workers(
     assert done.returncode == 0, done.stderr
     tasks_table, workers_table = done.stdout.split("\n\n")
     assert rows_of(tasks_table) == [
-        "queue queued in_progress done failed cancelled total oldest waiting",
-        "default 1 0 1 0 1 3 3h 10m",
-        "emails 1 0 0 0 0 1 -",
+        "queue queued in_progress done failed cancelled blocked total oldest waiting",
+        "default 1 0 1 0 1 0 3 3h 10m",
+        "emails 1 0 0 0 0 0 1 -",
     ]
     header, alive, stale = rows_of(workers_table)
     assert header == "worker host pid queues concurrency last seen state timed out"

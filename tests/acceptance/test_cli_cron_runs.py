@@ -227,9 +227,9 @@ def test_status_lists_schedules_and_counts_their_rows_only_while_they_run(
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
     tasks_table, schedules_table, workers = done.stdout.rstrip("\n").split("\n\n")
     assert rows_of(tasks_table) == [
-        "queue queued in_progress done failed cancelled total oldest waiting",
-        "default 1 0 0 0 1 2 -",
-        "reports 0 1 0 0 0 1 -",
+        "queue queued in_progress done failed cancelled blocked total oldest waiting",
+        "default 1 0 0 0 1 0 2 -",
+        "reports 0 1 0 0 0 0 1 -",
     ]
     assert rows_of(schedules_table) == [
         "queue schedules running disabled no longer defined",

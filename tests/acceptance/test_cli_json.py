@@ -99,7 +99,7 @@ def test_list_and_show_hold_every_field_of_each_task(
         assert task is not None
         assert read(doc) == expected(task)
         one = document(show)
-        assert list(one) == [*TASK_KEYS, "notes"]
+        assert list(one) == [*TASK_KEYS, "notes", "after"]
         assert {key: one[key] for key in TASK_KEYS} == doc
 
     by_id = {doc["id"]: doc for doc in docs}
@@ -180,7 +180,7 @@ def test_status_holds_counts_oldest_waiting_schedules_and_workers(
     doc = document(as_json)
     assert list(doc) == ["queues", "schedules", "workers"]
     default, emails = doc["queues"]
-    counts = {"queued": 1, "in_progress": 0, "done": 1, "failed": 0, "cancelled": 1}
+    counts = {"queued": 1, "in_progress": 0, "done": 1, "failed": 0, "cancelled": 1, "blocked": 0}
     assert {key: default[key] for key in ("queue", "counts", "total")} == {
         "queue": "default", "counts": counts, "total": 3,
     }  # fmt: skip

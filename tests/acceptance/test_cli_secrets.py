@@ -50,6 +50,7 @@ COMMANDS: dict[str, list[str]] = {
     "purge": ["q", "--yes"],
     "result": ["1", "--timeout", "0"],
     "why": ["1"],
+    "workflow show": ["1"],
     "prune": ["--older-than", "1d"],
     "worker": ["--app", "tests.apps.mixed:app", "--burst"],
     "locks list": [],

@@ -136,6 +136,13 @@ def test_retries_example(tmp_path: Path) -> None:
     assert "done, 3 attempt(s): monthly ready" in out
 
 
+def test_workflows_example(tmp_path: Path) -> None:
+    out = run_example(tmp_path, str(ROOT / "examples" / "workflows.py"))
+    assert "workflow 1: '9 words'" in out
+    assert "workflow 2: Task 7 was cancelled: cancelled: task 6 (fetch), which it waits" in out
+    assert "task 6 fetch: failed: ConnectionError: https://example.invalid is unreachable" in out
+
+
 def test_cli_migrate_reports_problems_in_one_line(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(

@@ -88,3 +88,28 @@ def test_enqueues_inside_a_transaction_run_at_run_pending() -> None:
         assert store.get(task_id).status is Status.QUEUED  # type: ignore[union-attr]
         assert jobq.testing.run_pending(app) == 1
         assert store.get(task_id).result == 8  # type: ignore[union-attr]
+
+
+@app.task
+def total() -> int:
+    return sum(jobq.parent_results())
+
+
+@app.task(retries=0)
+def broken() -> None:
+    raise RuntimeError("broken")
+
+
+def test_immediate_runs_a_workflow_node_by_node_with_parent_results() -> None:
+    with jobq.testing.immediate(app):
+        chord = jobq.chord(jobq.group(add.s(a=i, b=1) for i in range(4)), total.s()).enqueue()
+        assert chord.result(timeout=0) == 1 + 2 + 3 + 4
+        failing = jobq.chain(broken.s(), add.s(a=1, b=1)).enqueue()
+        assert [handle.status for handle in failing.tasks] == [Status.FAILED, Status.CANCELLED]
+        with pytest.raises(jobq.TaskCancelled, match=r"task \d+ \(broken\), which it waits for"):
+            failing.result(timeout=0)
+
+
+def test_parent_results_outside_a_run_are_empty() -> None:
+    assert jobq.parent_results() == []
+    assert total() == 0
