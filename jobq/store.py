@@ -10,7 +10,7 @@ with that attempt, and report whether they did.
 
 from __future__ import annotations
 
-import logging
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -22,7 +22,7 @@ from jobq import run_end
 from jobq.database import Database
 from jobq.dialects.base import lease_of
 from jobq.enqueuer import Enqueuer
-from jobq.errors import JobqError, first_line
+from jobq.errors import first_line
 from jobq.limits import Limit, Limiter
 from jobq.limits.sql import SQL_LIMITER, Limits
 from jobq.outage import Outage
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from jobq.observe.why import Explanation  # observe sits above store: imported late
 
 c = tasks.c
-log = logging.getLogger("jobq.store")
 
 # heartbeat names at most this many (id, attempt) pairs per statement.
 _HEARTBEAT_CHUNK = 500
@@ -201,23 +200,15 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits, Pauses, Workf
         stmt = self.db.prepare(
             ("set_status", *shape), lambda: run_end.set_status_statement(self.dialect, *shape)
         )
-        if not self.in_workflow(id):
-            if self.db.run(stmt, params, connection=connection) == 1:
-                return True
-            # Stale, or a recurring row, which the statement above leaves alone.
-            end = Completion(id, attempt, shape[0], result, params["new_error"], retry_delay)
-            return self._end_recurring([end], connection=connection, run_at=run_at) == 1
-        done = [id] if shape[0] is Status.DONE else []
-
-        def end_node(conn: Connection) -> tuple[bool, list[int]]:
-            if self.db.run(stmt, params, connection=conn) != 1:
-                return False, []
-            return True, self.settle_ends(conn, done, [] if done else [id])
-
-        applied, parents = self.db.write(end_node, connection, atomic=True)
-        if connection is None:  # else the caller commits later: the sweep looks again
-            self._look_again_safely(parents)
-        return applied
+        if self.in_workflow(id):  # its end settles the nodes after it, in one transaction
+            node = Completion(id, attempt, shape[0], in_workflow=True)
+            write = functools.partial(self.db.run, stmt, params)
+            return self.end_nodes([node], lambda conn: write(connection=conn), connection) == 1
+        if self.db.run(stmt, params, connection=connection) == 1:
+            return True
+        # Stale, or a recurring row, which the statement above leaves alone.
+        end = Completion(id, attempt, shape[0], result, params["new_error"], retry_delay)
+        return self._end_recurring([end], connection=connection, run_at=run_at) == 1
 
     def set_statuses(self, completions: Sequence[Completion]) -> int:
         """Record many ends of runs in one statement, each fenced as set_status is.
@@ -241,28 +232,15 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits, Pauses, Workf
         if not any(end.in_workflow for end in ends):
             applied = sum(self.db.run(record, {"completions": chunk}) for chunk in encoded.chunks)
             return applied + self._end_unapplied(ends, applied)
-        done = [end.id for end in ends if end.in_workflow and end.status is Status.DONE]
-        other = [end.id for end in ends if end.in_workflow and end.status is not Status.DONE]
 
-        def record_and_settle(conn: Connection) -> tuple[int, list[int]]:
+        def write(conn: Connection) -> int:
             applied = sum(
                 conn.exec_driver_sql(record.sql, record.parameters({"completions": chunk})).rowcount
                 for chunk in encoded.chunks
             )
-            applied += self._end_unapplied(ends, applied, conn)
-            return applied, self.settle_ends(conn, done, other)
+            return applied + self._end_unapplied(ends, applied, conn)
 
-        applied, parents = self.db.write(record_and_settle, atomic=True)
-        self._look_again_safely(parents)
-        return applied
-
-    def _look_again_safely(self, parents: Sequence[int]) -> None:
-        """look_again(parents) after the ends committed; should it fail, the ends stand
-        and every worker's sweep releases what it would have."""
-        try:
-            self.look_again(parents)
-        except (JobqError, sa.exc.DBAPIError) as error:
-            log.warning("looking again at workflow nodes failed; the sweep will: %s", error)
+        return self.end_nodes(ends, write)
 
     def _record_safely(self, encoded: run_end.Encoded) -> int:
         """_record(encoded), falling back to one end at a time if the database refuses it."""

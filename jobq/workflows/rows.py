@@ -7,7 +7,8 @@ one transaction. See settle.py for what a node's end does to the nodes after it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -16,9 +17,9 @@ from sqlalchemy.engine import Connection
 
 from jobq.database import Database
 from jobq.dialects import Dialect
-from jobq.errors import WorkflowNotFound
+from jobq.errors import JobqError, WorkflowNotFound
 from jobq.schema import status_is, task_edges, tasks, workflows
-from jobq.tasks import Status, Task, as_utc
+from jobq.tasks import Completion, Status, Task, as_utc
 from jobq.validation import check_int
 from jobq.workflows import settle
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 c = tasks.c
 e = task_edges.c
+log = logging.getLogger("jobq.workflows")
 
 #: The error of a node cancelled with its whole workflow (WorkflowHandle.cancel).
 WORKFLOW_CANCELLED = "cancelled with its workflow"
@@ -106,6 +108,31 @@ class Workflows:
         if other:
             self._cancel_after(conn, other)
         return parents
+
+    def end_nodes(
+        self,
+        ends: Sequence[Completion],
+        write: Callable[[Connection], int],
+        connection: Connection | None = None,
+    ) -> int:
+        """``write(conn)``, which records ``ends`` and says how many applied, then the
+        settling of the workflow nodes among them, in one transaction (or the caller's);
+        once committed, look_again. How many ends applied."""
+        done = [end.id for end in ends if end.in_workflow and end.status is Status.DONE]
+        other = [end.id for end in ends if end.in_workflow and end.status is not Status.DONE]
+
+        def write_and_settle(conn: Connection) -> tuple[int, list[int]]:
+            applied = write(conn)
+            return applied, self.settle_ends(conn, done, other) if applied else []
+
+        applied, parents = self.db.write(write_and_settle, connection, atomic=True)
+        if connection is None:  # else the caller commits later: the sweep looks again
+            try:
+                self.look_again(parents)
+            except (JobqError, sa.exc.DBAPIError) as error:
+                # The ends stand; every worker's sweep releases what this would have.
+                log.warning("looking again at workflow nodes failed, left to the sweep: %s", error)
+        return applied
 
     def look_again(self, parents: Sequence[int]) -> int:
         """After the commit that marked ``parents`` done: queue their children that wait
