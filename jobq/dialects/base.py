@@ -389,6 +389,10 @@ class Dialect(CapturePredicates):
 
     # --- wake-up --------------------------------------------------------------------
 
+    def wake_workers(self, conn: Connection, ids: Sequence[int]) -> None:
+        """Tell listening workers, once ``conn`` commits, that the tasks ``ids`` were
+        queued by an UPDATE (an INSERT tells them by itself); nothing where workers poll."""
+
     def listen(
         self,
         engine: Engine,

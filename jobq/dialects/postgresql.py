@@ -205,6 +205,16 @@ class PostgresDialect(Dialect):
             one.outerjoin(captured_rows, sa.true())
         )
 
+    def wake_workers(self, conn: Connection, ids: Sequence[int]) -> None:
+        # The payload of revision 0003's trigger: the distinct queues, capped below 8,000.
+        def build() -> sa.Select[Any]:
+            queues = sa.func.coalesce(sa.func.string_agg(sa.distinct(c.queue_id), ","), "")
+            return sa.select(sa.func.pg_notify(CHANNEL, sa.func.left(queues, 7900))).where(
+                c.id.in_(sa.bindparam("ids", expanding=True))
+            )
+
+        conn.execute(self.memo(("wake workers",), build), {"ids": list(ids)})
+
     def listen(
         self,
         engine: Engine,

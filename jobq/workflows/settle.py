@@ -213,8 +213,14 @@ def queue_children(conn: Connection, dialect: Dialect, parent_ids: Sequence[int]
 
 
 def queue_tasks(conn: Connection, dialect: Dialect, ids: Sequence[int]) -> int:
-    """Queue those of the tasks ``ids`` that are blocked; how many."""
-    return sum(conn.execute(queue_ready(dialect), {"ids": part}).rowcount for part in chunks(ids))
+    """Queue those of the tasks ``ids`` that are blocked, and wake the workers of their
+    queues where the database can; how many."""
+    queued = 0
+    for part in chunks(ids):
+        if (count := conn.execute(queue_ready(dialect), {"ids": part}).rowcount) > 0:
+            queued += count
+            dialect.wake_workers(conn, part)
+    return queued
 
 
 def cancel_descendants(conn: Connection, dialect: Dialect, parent_id: int, reason: str) -> int:

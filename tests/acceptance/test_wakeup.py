@@ -83,3 +83,33 @@ def test_the_listener_reconnects_after_its_connection_is_killed(
         time.sleep(2.0)  # the listener notices and reconnects
         started_within(store, mixed.double.enqueue(n=3), 0.5)
     assert "LISTEN connection lost" in stderr[0]
+
+
+def test_a_released_workflow_node_notifies_its_queue(
+    store: jobq.Store,  # noqa: F811
+    db_url: str,
+) -> None:
+    """Queueing a blocked node is an UPDATE, which the insert trigger does not see: the
+    end that releases it notifies the node's queue itself."""
+    app = jobq.App(db_url)
+    after = f"after-{uuid.uuid4().hex[:8]}"
+
+    @app.task(retries=0)
+    def first() -> int:
+        return 1
+
+    @app.task()
+    def second() -> int:
+        return 2
+
+    handle = jobq.chain(first.s(), second.s(_queue=after)).enqueue()
+    (task,) = app.store.capture(1, worker_id="w", queues="default")
+    assert task.id == handle.tasks[0].id
+    with psycopg.connect(conninfo(db_url), autocommit=True) as listener:
+        listener.execute("LISTEN jobq_tasks")
+        end = jobq.tasks.Completion(task.id, task.attempt, Status.DONE, in_workflow=True)
+        assert app.store.set_statuses([end]) == 1
+        payloads = [n.payload for n in listener.notifies(timeout=1.0)]
+    assert after in payloads
+    assert handle.tasks[1].status is Status.QUEUED
+    app.store.dispose()
