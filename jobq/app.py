@@ -31,6 +31,7 @@ from jobq.schedule import Cron
 from jobq.store import Store
 from jobq.validation import check_int, check_key
 from jobq.workflows.graph import Signature
+from jobq.workflows.handle import WorkflowHandle
 
 #: Enqueue options of TaskFunction.enqueue; the leading underscore keeps them apart from
 #: the task's own arguments, which may not start with one.
@@ -268,6 +269,12 @@ class App:
         TaskNotFound when the handle is used. InvalidOption if ``id`` is not an int."""
         check_int("id", id)
         return TaskHandle(int(id), self.store)
+
+    def workflow(self, id: int) -> WorkflowHandle:
+        """The WorkflowHandle of workflow ``id`` of this app's Store (one enqueued
+        elsewhere), read from its rows; WorkflowNotFound if it has none."""
+        check_int("id", id)
+        return WorkflowHandle.of(self.store, int(id))
 
     def enqueue_many(
         self,

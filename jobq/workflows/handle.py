@@ -6,6 +6,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from jobq.errors import WorkflowNotFound
 from jobq.lifecycle.handles import TaskHandle
 from jobq.validation import check_seconds
 
@@ -26,6 +27,17 @@ class WorkflowHandle:
         self.tasks: list[TaskHandle] = [TaskHandle(task_id, store) for task_id in task_ids]
         # Positions in ``tasks`` of the nodes whose results are the workflow's.
         self._final = list(final)
+
+    @classmethod
+    def of(cls, store: Store, id: int) -> WorkflowHandle:
+        """The handle of workflow ``id`` of ``store``, enqueued elsewhere (another
+        process, say), read from its rows; WorkflowNotFound if it has none."""
+        nodes = store.workflow_tasks(id)
+        if not nodes:
+            raise WorkflowNotFound(id=id)
+        parents = {parent_id for _, _, parent_id, _ in store.workflow_edges(id)}
+        final = [i for i, task in enumerate(nodes) if task.id not in parents]
+        return cls(id, store, [task.id for task in nodes], final)
 
     def __repr__(self) -> str:
         return f"<WorkflowHandle {self.id}: {len(self.tasks)} node(s)>"
