@@ -6,7 +6,15 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from jobq.dialects.types import BigId, LongText, Moment, Seconds, partial_index, table_options
+from jobq.dialects.types import (
+    BigId,
+    LongText,
+    Moment,
+    Seconds,
+    partial_index,
+    partial_index_where_native,
+    table_options,
+)
 from jobq.tasks import Status
 
 metadata = sa.MetaData()
@@ -304,5 +312,15 @@ task_edges = sa.Table(
     **table_options(),
 )
 sa.Index("jobq_task_edges_parent", task_edges.c.parent_id)
-# Whether a child still waits: one probe for its first edge not done.
-sa.Index("jobq_task_edges_pending", task_edges.c.child_id, task_edges.c.parent_done)
+# Whether a child still waits: one probe for an edge not done. Marking an edge done leaves
+# its old index entry behind until vacuum (PostgreSQL) or purge (InnoDB), and parents end
+# roughly in their order, so the probe walks positions from the last: it meets an edge
+# still undone first instead of stepping over every dead entry of those done. Partial
+# where it can be (MySQL indexes every edge), so that no planner prefers the primary key.
+partial_index_where_native(
+    "jobq_task_edges_pending",
+    task_edges.c.child_id,
+    task_edges.c.parent_done,
+    task_edges.c.position.desc(),
+    where=task_edges.c.parent_done == sa.false(),
+)

@@ -91,7 +91,14 @@ def upgrade() -> None:
         **table_options(),
     )
     op.create_index("jobq_task_edges_parent", "jobq_task_edges", ["parent_id"])
-    op.create_index("jobq_task_edges_pending", "jobq_task_edges", ["child_id", "parent_done"])
+    parent_done = sa.column("parent_done", sa.Boolean)
+    op.create_index(
+        "jobq_task_edges_pending",
+        "jobq_task_edges",
+        ["child_id", "parent_done", sa.column("position").desc()],
+        postgresql_where=parent_done == sa.false(),
+        sqlite_where=parent_done == sa.false(),
+    )
 
 
 def downgrade() -> None:

@@ -276,6 +276,10 @@ class Dialect(CapturePredicates):
         """
         raise NotImplementedError
 
+    def among_ids(self, column: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
+        """``column`` is one of the ids in the list parameter ``ids``."""
+        return column.in_(sa.bindparam("ids", expanding=True))
+
     def id_among(self, ids: sa.Select[Any]) -> sa.ColumnElement[bool]:
         """Task id is one of ``ids`` (a one-column SELECT), looked up by primary key."""
         return c.id.in_(ids)

@@ -123,6 +123,12 @@ class PostgresDialect(Dialect):
             .render_derived(with_types=True)
         )
 
+    def among_ids(self, column: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
+        # One array parameter: one prepared statement whatever the list's length, and a
+        # generic plan that still looks the ids up by index (an IN list of n parameters
+        # is a statement per n, and its generic plan may scan the table).
+        return column == sa.any_(sa.bindparam("ids", type_=pg.ARRAY(sa.BigInteger)))
+
     def id_among(self, ids: sa.Select[Any]) -> sa.ColumnElement[bool]:
         # IN (SELECT ...) may become a join that, misjudging the table's statistics, hashes
         # a scan of many rows; ANY(ARRAY(...)) is always a primary-key index scan.
@@ -210,7 +216,7 @@ class PostgresDialect(Dialect):
         def build() -> sa.Select[Any]:
             queues = sa.func.coalesce(sa.func.string_agg(sa.distinct(c.queue_id), ","), "")
             return sa.select(sa.func.pg_notify(CHANNEL, sa.func.left(queues, 7900))).where(
-                c.id.in_(sa.bindparam("ids", expanding=True))
+                self.among_ids(c.id)
             )
 
         conn.execute(self.memo(("wake workers",), build), {"ids": list(ids)})

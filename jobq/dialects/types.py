@@ -73,3 +73,10 @@ def partial_index(
 ) -> sa.Index:
     """An index over only the rows matching ``where`` (emulated on MySQL, see mysql_ddl)."""
     return sa.Index(name, *columns, unique=unique, **partial_index_options(where))
+
+
+def partial_index_where_native(name: str, *columns: Any, where: sa.ColumnElement[bool]) -> sa.Index:
+    """An index over only the rows matching ``where`` where the database has partial
+    indexes (PostgreSQL, SQLite), and over every row elsewhere (MySQL): for a table
+    without the flag column that the emulation of partial_index needs."""
+    return sa.Index(name, *columns, postgresql_where=where, sqlite_where=where)

@@ -42,10 +42,6 @@ def chunks(ids: Sequence[int]) -> Iterator[list[int]]:
         yield list(ids[start : start + CHUNK])
 
 
-def _ids() -> sa.BindParameter[Any]:
-    return sa.bindparam("ids", expanding=True)
-
-
 def _finished_not_done(columns: Any = c) -> sa.ColumnElement[bool]:
     """Ended without being done: cancelled, or failed for good."""
     return sa.or_(
@@ -58,10 +54,14 @@ def mark_done(dialect: Dialect) -> sa.Update:
     """The edges out of the tasks ``ids`` that are done now: marked done."""
 
     def build() -> sa.Update:
-        parent_done = sa.exists().where(c.id == e.parent_id, status_is(Status.DONE))
+        # Both tables looked up by the ids given: planned from statistics that may be
+        # stale (a fan-out just inserted), a join was hashed against a scan of a table.
+        done = sa.select(c.id).where(dialect.among_ids(c.id), status_is(Status.DONE))
         return (
             sa.update(task_edges)
-            .where(e.parent_id.in_(_ids()), e.parent_done == sa.false(), parent_done)
+            .where(
+                dialect.among_ids(e.parent_id), e.parent_id.in_(done), e.parent_done == sa.false()
+            )
             .values(parent_done=True)
         )
 
@@ -74,15 +74,19 @@ def _nothing_pending(child_id: Any) -> sa.ColumnElement[bool]:
 
 
 def ready_children(dialect: Dialect) -> sa.Select[Any]:
-    """Children of the tasks ``ids`` with no edge left undone (blocked or not)."""
-    return dialect.memo(
-        ("workflow", "ready children"),
-        lambda: (
-            sa.select(e.child_id)
-            .distinct()
-            .where(e.parent_id.in_(_ids()), _nothing_pending(e.child_id))
-        ),
-    )
+    """Blocked children of the tasks ``ids`` with no edge left undone."""
+
+    def build() -> sa.Select[Any]:
+        # Each child once, however many of its parents are among ``ids``: one probe each.
+        children = sa.select(e.child_id).distinct().where(dialect.among_ids(e.parent_id)).subquery()
+        child_id = children.c.child_id
+        return (
+            sa.select(child_id)
+            .join(tasks, sa.and_(c.id == child_id, status_is(Status.BLOCKED)))
+            .where(_nothing_pending(child_id))
+        )
+
+    return dialect.memo(("workflow", "ready children"), build)
 
 
 def queue_ready(dialect: Dialect) -> sa.Update:
@@ -92,7 +96,7 @@ def queue_ready(dialect: Dialect) -> sa.Update:
         now = dialect.now()
         return (
             sa.update(tasks)
-            .where(c.id.in_(_ids()), status_is(Status.BLOCKED))
+            .where(dialect.among_ids(c.id), status_is(Status.BLOCKED))
             .values(
                 status=Status.QUEUED.value, run_at=sa.case((c.run_at > now, c.run_at), else_=now)
             )
@@ -107,7 +111,7 @@ def failed_parents(dialect: Dialect) -> sa.Select[Any]:
     return dialect.memo(
         ("workflow", "failed parents"),
         lambda: sa.select(c.id, c.name, c.status).where(
-            c.id.in_(_ids()), _finished_not_done(), sa.exists().where(e.parent_id == c.id)
+            dialect.among_ids(c.id), _finished_not_done(), sa.exists().where(e.parent_id == c.id)
         ),
     )
 
@@ -134,7 +138,7 @@ def cancel_blocked(dialect: Dialect) -> sa.Update:
     def build() -> sa.Update:
         return (
             sa.update(tasks)
-            .where(c.id.in_(_ids()), status_is(Status.BLOCKED))
+            .where(dialect.among_ids(c.id), status_is(Status.BLOCKED))
             .values(
                 status=Status.CANCELLED.value,
                 error=sa.bindparam("reason", type_=sa.Text),
