@@ -24,6 +24,7 @@ from jobq.errors import (
 from jobq.lifecycle.handles import TaskHandle
 from jobq.limits import Limit, Rate
 from jobq.locks import AdvisoryLock, Lease, Mutex, TimeoutLock
+from jobq.payload import encode_args
 from jobq.periodic import Schedule
 from jobq.registry import Registry, TaskDefinition
 from jobq.retry import Backoff, ExponentialBackoff
@@ -367,7 +368,8 @@ class TaskFunction:
                 f"task {self.name!r}: a signature takes no _connection; give it to enqueue()"
             )
         definition = self.definition
-        arguments = definition.check_arguments(kwargs)
+        arguments = definition.check_arguments(kwargs, json=False)
+        args_text = encode_args(self.name, arguments)  # checked for JSON here, and kept
         if definition.unique is not None:
             raise InvalidWorkflow(
                 reason=f"task {self.name!r} has unique={definition.unique!r}: a workflow node "
@@ -378,6 +380,7 @@ class TaskFunction:
             app=self.app,
             name=self.name,
             arguments=arguments,
+            args_text=args_text,
             queue=options.get("queue", row["queue"]),
             priority=options.get("priority", row["priority"]),
             retries=row["retries"],

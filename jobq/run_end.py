@@ -321,14 +321,14 @@ def encode_completions(completions: Sequence[Completion], backoff: Backoff, room
                 "terminal": 1 if done.terminal else 0,
             }
         )
+    return Encoded(ends, chunked_records(records, room))
+
+
+def chunked_records(records: Sequence[dict[str, Any]], room: Room) -> list[str]:
+    """JSON arrays of ``records``, in order, as few as fit the database one statement each."""
     text = encode_records(records)
     if room.fits(text):
-        return Encoded(ends, [text])
-    return Encoded(ends, _chunked(records, room))
-
-
-def _chunked(records: list[dict[str, Any]], room: Room) -> list[str]:
-    """JSON arrays of ``records``, as few as fit the database one statement each."""
+        return [text]
     chunks: list[str] = []
     chunk: list[str] = []
     size = 2

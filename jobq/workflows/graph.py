@@ -38,6 +38,8 @@ class Signature:
     app: App
     name: str
     arguments: dict[str, Any]
+    #: ``arguments`` as the JSON text stored (encoded, and so checked, once).
+    args_text: str
     queue: str
     priority: int
     retries: int

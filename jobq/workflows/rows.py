@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 from jobq.database import Database
 from jobq.dialects import Dialect
 from jobq.errors import JobqError, WorkflowNotFound
+from jobq.run_end import chunked_records
 from jobq.schema import status_is, task_edges, tasks, workflows
 from jobq.tasks import Completion, Status, Task, as_utc
 from jobq.validation import check_int
@@ -49,35 +50,30 @@ class Workflows:
         """Write a workflow of ``nodes`` (each after nodes listed before it): its id, and
         the task ids of its nodes in order. One transaction, or the caller's."""
         delays = any(n.signature.run_at is not None for n in nodes)
+        room = self.db.room()
 
         def write(conn: Connection) -> tuple[int, list[int]]:
             now = conn.execute(sa.select(self.dialect.now())).scalar_one() if delays else None
             header = sa.insert(workflows).values(nodes=len(nodes), created_at=self.dialect.now())
             workflow_id = int(conn.execute(header).inserted_primary_key[0])
-            rows = [_row(node, workflow_id, now) for node in nodes]
-            ids = self.dialect.insert_rows(conn, self._node_insert(), rows)
+            insert = _node_insert(self.dialect)
+            records = [_record(node, now) for node in nodes]
+            for chunk in chunked_records(records, room):
+                conn.execute(insert, {"nodes": chunk, "workflow_id": workflow_id})
+            # Ids grow in the order the rows were inserted (ORDER BY position).
+            ids = list(
+                conn.execute(_node_ids(self.dialect), {"workflow_id": workflow_id}).scalars()
+            )
             edges = [
                 {"child_id": ids[node.index], "position": position, "parent_id": ids[p.index]}
                 for node in nodes
                 for position, p in enumerate(node.after)
             ]
-            for start in range(0, len(edges), settle.CHUNK):
-                conn.execute(sa.insert(task_edges), edges[start : start + settle.CHUNK])
+            for chunk in chunked_records(edges, room) if edges else ():
+                conn.execute(_edge_insert(self.dialect), {"edges": chunk})
             return workflow_id, ids
 
         return self.db.write(write, connection, atomic=True)
-
-    def _node_insert(self) -> sa.Insert:
-        def build() -> sa.Insert:
-            now = self.dialect.now()
-            return sa.insert(tasks).values(
-                created_at=now,
-                run_at=self.dialect.now_plus(sa.bindparam("delay", type_=sa.Float)),
-                attempt=0,
-                recurring=False,
-            )
-
-        return self.dialect.memo(("workflow", "insert node"), build)
 
     # --- what ends do ----------------------------------------------------------------
 
@@ -273,21 +269,94 @@ class Workflows:
         return self.db.write(cancel, atomic=True)
 
 
-def _row(node: Node, workflow_id: int, now: datetime | None) -> dict[str, Any]:
-    """The column values of ``node``'s task row (the statement adds the clock's)."""
+#: The fields of each node's record in the insert's JSON array parameter ``nodes``.
+NODE_FIELDS: tuple[tuple[str, Any], ...] = (
+    ("position", sa.Integer()),
+    ("queue_id", sa.String()),
+    ("name", sa.String()),
+    ("args", sa.Text()),  # JSON text
+    ("status", sa.String()),
+    ("priority", sa.Integer()),
+    ("retries_left", sa.Integer()),
+    ("timeout", sa.Float()),
+    ("lock_key", sa.String()),
+    ("delay", sa.Float()),  # seconds from the database's now
+)
+#: The fields of each edge's record in the insert's JSON array parameter ``edges``.
+EDGE_FIELDS: tuple[tuple[str, Any], ...] = (
+    ("child_id", sa.BigInteger()),
+    ("position", sa.Integer()),
+    ("parent_id", sa.BigInteger()),
+)
+
+
+def _node_insert(dialect: Dialect) -> sa.Insert:
+    """INSERT of a task per record of the JSON array ``nodes``, in their order."""
+
+    def build() -> sa.Insert:
+        record = dialect.json_records(sa.bindparam("nodes", type_=sa.Text), NODE_FIELDS)
+        columns = {
+            "queue_id": record.c.queue_id,
+            "name": record.c.name,
+            "args": dialect.json_from_text(record.c.args),
+            "status": record.c.status,
+            "priority": record.c.priority,
+            "retries_left": record.c.retries_left,
+            "timeout": record.c.timeout,
+            "lock_key": record.c.lock_key,
+            "run_at": dialect.now_plus(record.c.delay),
+            "workflow_id": sa.bindparam("workflow_id", type_=sa.BigInteger),
+            "attempt": sa.literal(0, sa.Integer),
+            "recurring": sa.literal(False, sa.Boolean),
+            "created_at": dialect.now(),
+        }
+        rows = sa.select(*columns.values()).order_by(record.c.position)
+        return sa.insert(tasks).from_select(list(columns), rows)
+
+    return dialect.memo(("workflow", "insert nodes"), build)
+
+
+def _node_ids(dialect: Dialect) -> sa.Select[Any]:
+    """The ids of workflow ``workflow_id``'s tasks, in the order they were inserted."""
+    return dialect.memo(
+        ("workflow", "node ids"),
+        lambda: (
+            sa.select(c.id)
+            .where(
+                dialect.within("jobq_tasks_workflow"),
+                c.workflow_id == sa.bindparam("workflow_id", type_=sa.BigInteger),
+            )
+            .order_by(c.id)
+        ),
+    )
+
+
+def _edge_insert(dialect: Dialect) -> sa.Insert:
+    """INSERT of an edge per record of the JSON array ``edges``."""
+
+    def build() -> sa.Insert:
+        record = dialect.json_records(sa.bindparam("edges", type_=sa.Text), EDGE_FIELDS)
+        rows = sa.select(record.c.child_id, record.c.position, record.c.parent_id)
+        return sa.insert(task_edges).from_select(["child_id", "position", "parent_id"], rows)
+
+    return dialect.memo(("workflow", "insert edges"), build)
+
+
+def _record(node: Node, now: datetime | None) -> dict[str, Any]:
+    """The record of ``node``'s task row in the insert's ``nodes`` parameter."""
     signature = node.signature
     delay = signature.delay or 0.0
     if signature.run_at is not None and now is not None:
         delay = (as_utc(signature.run_at) - as_utc(now)).total_seconds()  # type: ignore[operator]
     return {
+        "position": node.index,
         "queue_id": signature.queue,
         "name": signature.name,
-        "args": signature.arguments,
+        "args": signature.args_text,
         "status": (Status.BLOCKED if node.after else Status.QUEUED).value,
         "priority": signature.priority,
         "retries_left": signature.retries,
         "timeout": signature.timeout,
         "lock_key": signature.lock_key,
-        "workflow_id": workflow_id,
         "delay": float(delay),
     }
