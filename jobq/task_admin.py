@@ -14,7 +14,7 @@ from jobq.database import Database
 from jobq.dialects import Dialect
 from jobq.errors import TaskNotFound
 from jobq.lifecycle import bulk
-from jobq.schema import HOLDS_UNIQUE_KEY, status_is, tasks
+from jobq.schema import HOLDS_UNIQUE_KEY, status_is, task_edges, tasks
 from jobq.tasks import Status, Task, as_utc
 from jobq.validation import INT32, check_int, check_key, queue_list
 
@@ -28,6 +28,7 @@ class TaskAdmin:
     dialect: Dialect
     _read: Any
     _cancel_after: Callable[[Any, Sequence[int]], int]  # jobq.workflows.rows
+    _revive_after: Callable[[Any, int], int]  # jobq.workflows.rows
 
     def cancel(self, id: int) -> bool:
         """Cancel task ``id``: a waiting one at once, a running one by a request.
@@ -105,11 +106,20 @@ class TaskAdmin:
         """Queue task ``id`` again now if it failed or was cancelled; False otherwise.
 
         A terminal failure gets one more attempt (its retries_left stays 0). A task whose
-        unique_key another pending task holds now stays as it is.
+        unique_key another pending task holds now stays as it is. A workflow node waits
+        (blocked) while a parent is not done, and the nodes after it that were cancelled
+        before they ever ran wait for it again.
         """
         check_int("id", id)
         stmt = self._retry_statement(c.id == id)
-        return self.db.write(lambda conn: conn.execute(stmt).rowcount == 1)
+
+        def retry(conn: Any) -> bool:
+            if conn.execute(stmt).rowcount != 1:
+                return False
+            self._revive_after(conn, id)  # a workflow node's descendants, if any
+            return True
+
+        return self.db.write(retry, atomic=True)
 
     def retry_failed(self, queue: str | None = None) -> int:
         """Queue every terminally failed task (of ``queue``) again now; how many."""
@@ -131,6 +141,10 @@ class TaskAdmin:
             .subquery("holder")
         )
         key_is_held = sa.exists().where(holders.c.unique_key == c.unique_key, holders.c.id != c.id)
+        edges = task_edges.c
+        waits_for_parent = sa.exists().where(
+            edges.child_id == c.id, edges.parent_done == sa.false()
+        )
         return (
             sa.update(tasks)
             .where(
@@ -140,7 +154,8 @@ class TaskAdmin:
                 sa.not_(key_is_held),
             )
             .values(
-                status=Status.QUEUED.value,
+                # A workflow node with a parent not done yet waits for it again.
+                status=sa.case((waits_for_parent, Status.BLOCKED.value), else_=Status.QUEUED.value),
                 run_at=self.dialect.now(),
                 finished_at=None,
                 locked_by=None,

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from jobq.errors import InvalidWorkflow
-from jobq.validation import check_datetime, check_seconds
+from jobq.validation import INT32, check_datetime, check_int, check_key, check_seconds
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -49,6 +49,8 @@ class Signature:
     run_at: datetime | None = None
 
     def __post_init__(self) -> None:
+        check_key("_queue", self.queue, required=True)
+        check_int("_priority", self.priority, minimum=INT32[0], maximum=INT32[1])
         if self.delay is not None and self.run_at is not None:
             raise InvalidWorkflow(reason=f"task {self.name!r}: give _delay or _run_at, not both")
         if self.delay is not None:
@@ -211,7 +213,10 @@ def chain(*parts: Part) -> Chain:
 def group(*parts: Part) -> Group:
     """The parts run in parallel: ``group(a.s(x=1), a.s(x=2))``; also group(iterable)."""
     if len(parts) == 1 and not isinstance(parts[0], Part):
-        parts = tuple(parts[0])  # group(task.s(x=n) for n in range(10))
+        try:
+            parts = tuple(parts[0])  # group(task.s(x=n) for n in range(10))
+        except TypeError:
+            _part(parts[0])  # says what it is instead
     if not parts:
         raise InvalidWorkflow(reason="a group needs at least one part")
     return Group(tuple(_part(part) for part in parts))
@@ -220,7 +225,7 @@ def group(*parts: Part) -> Group:
 def chord(header: Group | Iterable[Part], callback: Part) -> Chord:
     """``callback`` runs once every part of ``header`` (a group) is done."""
     if not isinstance(header, Group):
-        header = group(*header)  # type: ignore[arg-type]
+        header = group(header)  # a part alone, or an iterable of parts
     return Chord(header, _part(callback))
 
 

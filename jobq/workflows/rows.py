@@ -149,6 +149,13 @@ class Workflows:
                 cancelled += settle.cancel_descendants(conn, self.dialect, parent_id, reason)
         return cancelled
 
+    def _revive_after(self, conn: Connection, id: int) -> int:
+        """Task ``id`` runs again (Store.retry): its descendants cancelled before they ever
+        ran wait for their parents again (blocked); how many."""
+        below = list(conn.execute(settle.descendants(self.dialect), {"parent_id": id}).scalars())
+        statement = settle.revive_cancelled(self.dialect)
+        return sum(conn.execute(statement, {"ids": part}).rowcount for part in settle.chunks(below))
+
     def sweep_workflows(self) -> int:
         """Settle what no end settled: blocked nodes waiting for nothing (queued), or for
         parents that will never be done (cancelled). Every worker's rescue pass runs it;

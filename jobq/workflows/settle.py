@@ -149,6 +149,19 @@ def cancel_blocked(dialect: Dialect) -> sa.Update:
     return dialect.memo(("workflow", "cancel blocked"), build)
 
 
+def revive_cancelled(dialect: Dialect) -> sa.Update:
+    """The tasks ``ids`` cancelled before they ever ran: blocked again, error cleared."""
+
+    def build() -> sa.Update:
+        return (
+            sa.update(tasks)
+            .where(dialect.among_ids(c.id), status_is(Status.CANCELLED), c.attempt == 0)
+            .values(status=Status.BLOCKED.value, error=None, finished_at=None)
+        )
+
+    return dialect.memo(("workflow", "revive cancelled"), build)
+
+
 def stuck_ready(dialect: Dialect) -> sa.Select[Any]:
     """Blocked tasks with no edge left undone (their last parents' ends raced, or the
     writer died before it looked again), at most SWEEP_LIMIT."""
