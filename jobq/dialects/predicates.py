@@ -75,12 +75,14 @@ class CapturePredicates:
             c.run_at <= now,
             sa.or_(
                 waiting(c),
-                # A lost recurring run is rescue's to end: its schedule may be paused.
+                # A lost recurring run is rescue's to end: its schedule may be paused. So is
+                # a lost run whose cancel was asked for: it ends cancelled, not run again.
                 sa.and_(
                     status_is(Status.IN_PROGRESS),
                     c.locked_until < now,
                     HAS_RETRIES,
                     sa.not_(c.recurring),
+                    c.cancel_requested_at.is_(None),
                 ),
             ),
             sa.or_(c.lock_key.is_(None), sa.not_(self.lock_key_taken(now))),

@@ -31,8 +31,8 @@ class Signature:
     """One run of a registered task, with its arguments and options, not yet enqueued.
 
     Made by ``task.s(**kwargs)``: the arguments are checked against the function and for
-    JSON then. A node with a ``delay`` or ``run_at`` waits for it too, once its parents
-    are done.
+    JSON then. A node's ``delay`` counts from the workflow's enqueue, and ``run_at`` is a
+    moment: once its parents are done, a node still waits for it if it is later.
     """
 
     app: App

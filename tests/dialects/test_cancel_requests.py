@@ -214,3 +214,19 @@ def test_a_rescued_run_whose_cancel_was_asked_for_ends_cancelled(store: jobq.Sto
     assert row is not None and (row.status, row.error, row.finished_at) == (
         Status.FAILED, "lease expired", None,
     )  # fmt: skip
+
+
+def test_a_lost_run_whose_cancel_was_asked_is_not_run_again(store: jobq.Store) -> None:
+    """Its worker died after the request: no capture takes it once its lease expires
+    (it would run the code again); rescue ends it cancelled."""
+    task = running_with_request(store)
+    expire_lease(store, task.id)
+    assert store.capture(10, worker_id="other") == []
+    assert store.rescue() == 1
+    ended = store.get(task.id)
+    assert ended is not None
+    assert (ended.status, ended.attempt, ended.error) == (
+        Status.CANCELLED,
+        1,
+        "cancelled on request",
+    )
