@@ -119,6 +119,14 @@ def store(db_url: str) -> Iterator[jobq.Store]:
     s.dispose()
 
 
+@pytest.fixture
+def app(db_url: str) -> Iterator[jobq.App]:
+    """An App on the test's database (its Store disposed after the test)."""
+    app = jobq.App(db_url)
+    yield app
+    app.store.dispose()
+
+
 def _drop_jobq_tables(url: str) -> None:
     engine = Database(url).engine
     with engine.begin() as conn:

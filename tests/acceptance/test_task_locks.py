@@ -39,13 +39,6 @@ def app_store(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[jobq.Sto
     mixed.effects().dispose()
 
 
-@pytest.fixture
-def app(db_url: str) -> Iterator[jobq.App]:
-    app = jobq.App(db_url)
-    yield app
-    app.store.dispose()
-
-
 def intervals() -> list[dict[str, Any]]:
     """Every recorded run of ``ledger``: holder, n, pid, entered, exited."""
     with mixed.effects().connect() as conn:

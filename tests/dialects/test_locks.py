@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from pathlib import Path
@@ -81,13 +81,6 @@ class StatementLog:
 
     def count(self, fragment: str) -> int:
         return sum(fragment in statement for statement in self.statements)
-
-
-@pytest.fixture
-def app(db_url: str) -> Iterator[jobq.App]:
-    app = jobq.App(db_url)
-    yield app
-    app.store.dispose()
 
 
 @pytest.fixture

@@ -76,13 +76,6 @@ def db_url(migrated_url: str) -> str:
 
 
 @pytest.fixture
-def app(db_url: str) -> Iterator[jobq.App]:
-    app = jobq.App(db_url)
-    yield app
-    app.store.dispose()
-
-
-@pytest.fixture
 def t(app: jobq.App) -> SimpleNamespace:
     """The tasks the workflows here are made of."""
 

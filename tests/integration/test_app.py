@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
@@ -11,13 +10,6 @@ import sqlalchemy as sa
 import jobq
 from jobq.app import load_app
 from tests.helpers import all_rows
-
-
-@pytest.fixture
-def app(db_url: str) -> Iterator[jobq.App]:
-    app = jobq.App(db_url)
-    yield app
-    app.store.dispose()
 
 
 def test_decorated_task_enqueues_with_its_options(app: jobq.App) -> None:

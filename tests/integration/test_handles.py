@@ -46,13 +46,6 @@ HOLD = 1.0
 
 
 @pytest.fixture
-def app(db_url: str) -> Iterator[jobq.App]:
-    app = jobq.App(db_url)
-    yield app
-    app.store.dispose()
-
-
-@pytest.fixture
 def add(app: jobq.App) -> jobq.TaskFunction:
     @app.task(retries=0)
     def add(a: int, b: int) -> int:
