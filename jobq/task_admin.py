@@ -16,7 +16,7 @@ from jobq.errors import TaskNotFound
 from jobq.lifecycle import bulk
 from jobq.schema import HOLDS_UNIQUE_KEY, status_is, task_edges, tasks
 from jobq.tasks import Status, Task, as_utc
-from jobq.validation import INT32, check_int, check_key, queue_list
+from jobq.validation import INT32, check_int, check_key, check_seconds, queue_list
 
 c = tasks.c
 
@@ -204,15 +204,22 @@ class TaskAdmin:
             for queue, oldest, at_now in rows
         }
 
-    def due_later(self, queues: Sequence[str] | None = None) -> tuple[int, float | None]:
+    def due_later(
+        self, queues: Sequence[str] | None = None, *, since: float = 0.0
+    ) -> tuple[int, float | None]:
         """How many tasks of ``queues`` (None: every queue) wait for a later time, queued or
         failed with retries left, and in how many seconds the first falls due (None: no
-        task waits). A schedule's row resting until its next tick is not one of them."""
+        task waits). A schedule's row resting until its next tick is not one of them.
+
+        Tasks that fell due in the last ``since`` seconds count too, due in 0 s: a burst
+        worker passes the time since its last capture began, which could not see them.
+        """
+        check_seconds("since", since)
         names = queue_list(queues)
         now = self.dialect.now()
         stmt = sa.select(sa.func.count(), sa.func.min(c.run_at), now).where(
             sa.or_(status_is(Status.QUEUED), sa.and_(status_is(Status.FAILED), c.retries_left > 0)),
-            c.run_at > now,
+            c.run_at > (self.dialect.now_plus(-float(since)) if since else now),
         )
         if names is not None:
             stmt = stmt.where(c.queue_id.in_(names))

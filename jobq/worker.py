@@ -100,6 +100,8 @@ class Worker:
         self.burst_wait = burst_wait
         # time.monotonic() until which burst mode waits for a task that falls due then.
         self._burst_next_due = 0.0
+        # time.monotonic() when the last capture began.
+        self._captured_at = 0.0
         self.rescue_interval = rescue_interval
         #: Runs past their timeouts; the worker stops (exit_code 3) once ``max_stuck`` are
         #: ``stuck_after`` seconds past them.
@@ -248,6 +250,7 @@ class Worker:
             # A capture in the statement that records failures cannot see them come back.
             recorded_failures = any(end.status is Status.FAILED for end in self._unrecorded)
             if free > 0 and worth_it:
+                self._captured_at = time.monotonic()
                 captured = self._capture(free)  # records finished runs in the same commit
                 last_capture = now
             else:
@@ -288,7 +291,10 @@ class Worker:
         if now < self._burst_next_due:
             return False  # the task that falls due then is not due yet
         try:
-            left, next_in = self.store.due_later(self.queues)
+            # Since the last capture began: a task that fell due after it read is due now,
+            # not later, yet no capture has seen it.
+            since = now - self._captured_at if self._captured_at else 0.0
+            left, next_in = self.store.due_later(self.queues, since=since)
         except JobqError as error:
             self._failed("looking for tasks due later", error)
             return False

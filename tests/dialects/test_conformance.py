@@ -846,3 +846,14 @@ def test_complete_and_capture_records_then_captures_in_one_go(store: jobq.Store)
     assert store.complete_and_capture([], 5, worker_id="w") == (0, [])
     with pytest.raises(jobq.InvalidOption, match="limit"):
         store.complete_and_capture([], -1, worker_id="w")
+
+
+def test_due_later_counts_what_fell_due_since_the_last_capture(store: jobq.Store) -> None:
+    """A burst worker's capture may miss a task by a moment before it asks what is due
+    later: counted with ``since``, that task is due in 0 s and the worker goes on."""
+    store.enqueue("t", {}, run_at=datetime.now(UTC) - timedelta(seconds=1))
+    assert store.due_later() == (0, None)
+    assert store.due_later(since=30) == (1, 0.0)
+    store.enqueue("t", {}, delay=600)
+    left, next_in = store.due_later()
+    assert left == 1 and next_in is not None and 590 < next_in <= 600
