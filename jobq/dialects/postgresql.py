@@ -23,7 +23,7 @@ from jobq.dialects.base import (
 from jobq.errors import LockNotAcquired, first_line
 from jobq.outage import Outage
 from jobq.prepared import RowReader
-from jobq.schema import LOCK_KEY_HELD, tasks
+from jobq.schema import LOCK_KEY_HELD, task_edges, tasks
 
 if TYPE_CHECKING:
     import psycopg
@@ -192,8 +192,11 @@ class PostgresDialect(Dialect):
         # analyses nothing.
         if (conn.dialect.server_version_info or (0,)) < (12,):
             return  # no SKIP_LOCKED before PostgreSQL 12: such a server keeps to autovacuum
-        table = conn.dialect.identifier_preparer.format_table(tasks)
-        conn.exec_driver_sql(f"ANALYZE (SKIP_LOCKED) {table}")
+        # The edges too: a workflow's load fills both (jobq.workflows).
+        tables = ", ".join(
+            conn.dialect.identifier_preparer.format_table(table) for table in (tasks, task_edges)
+        )
+        conn.exec_driver_sql(f"ANALYZE (SKIP_LOCKED) {tables}")
 
     def complete_and_capture_statement(
         self, record: sa.Update, queue_count: int | None, named_leases: int | None

@@ -41,6 +41,7 @@ class Workflows:
     db: Database
     dialect: Dialect
     _read: Any
+    _loaded: Callable[[Connection | None, int], None]  # jobq.enqueuer
 
     # --- writing ---------------------------------------------------------------------
 
@@ -73,7 +74,11 @@ class Workflows:
                 conn.execute(_edge_insert(self.dialect), {"edges": chunk})
             return workflow_id, ids
 
-        return self.db.write(write, connection, atomic=True)
+        written = self.db.write(write, connection, atomic=True)
+        # A large workflow is a bulk load: the planner's statistics are refreshed after it
+        # as after enqueue_many's (Enqueuer._loaded).
+        self._loaded(connection, len(nodes))
+        return written
 
     # --- what ends do ----------------------------------------------------------------
 
@@ -92,7 +97,7 @@ class Workflows:
         """In the transaction that recorded them: queue the children that the ends of
         ``done`` leave waiting for nothing, and cancel the descendants of those of
         ``other`` (ends that were not done) that ended for good. Returns the ids of
-        ``done`` that were parents, to look at again once committed (look_again)."""
+        ``done`` with a child still blocked, to look at again once committed (look_again)."""
         parents: list[int] = []
         if done:
             mark = settle.mark_done(self.dialect)
@@ -101,6 +106,7 @@ class Workflows:
                     parents.extend(part)
             if parents:
                 settle.queue_children(conn, self.dialect, parents)
+                parents = settle.with_blocked_children(conn, self.dialect, parents)
         if other:
             self._cancel_after(conn, other)
         return parents

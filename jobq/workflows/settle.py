@@ -89,6 +89,19 @@ def ready_children(dialect: Dialect) -> sa.Select[Any]:
     return dialect.memo(("workflow", "ready children"), build)
 
 
+def parents_of_blocked(dialect: Dialect) -> sa.Select[Any]:
+    """Those of the tasks ``ids`` with a child still blocked."""
+    return dialect.memo(
+        ("workflow", "parents of blocked"),
+        lambda: (
+            sa.select(e.parent_id)
+            .distinct()
+            .join(tasks, sa.and_(c.id == e.child_id, status_is(Status.BLOCKED)))
+            .where(dialect.among_ids(e.parent_id))
+        ),
+    )
+
+
 def queue_ready(dialect: Dialect) -> sa.Update:
     """The blocked tasks ``ids``, queued: due now, or at their own run_at if later."""
 
@@ -227,6 +240,13 @@ def queue_children(conn: Connection, dialect: Dialect, parent_ids: Sequence[int]
     for part in chunks(parent_ids):
         ready.extend(conn.execute(ready_children(dialect), {"ids": part}).scalars())
     return queue_tasks(conn, dialect, ready)
+
+
+def with_blocked_children(conn: Connection, dialect: Dialect, ids: Sequence[int]) -> list[int]:
+    """Those of the tasks ``ids`` with a child still blocked (a chain's step, whose one
+    child it just queued, has none: no look after the commit is needed for it)."""
+    statement = parents_of_blocked(dialect)
+    return [p for part in chunks(ids) for p in conn.execute(statement, {"ids": part}).scalars()]
 
 
 def queue_tasks(conn: Connection, dialect: Dialect, ids: Sequence[int]) -> int:
