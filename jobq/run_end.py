@@ -109,8 +109,11 @@ def _fenced(id: sa.ColumnElement[Any], attempt: sa.ColumnElement[Any]) -> sa.Col
     )
 
 
-def set_status_statement(dialect: Dialect, status: Status, timing: str) -> sa.Update:
-    """The fenced UPDATE ending one run with ``status``.
+def set_status_statement(
+    dialect: Dialect, status: Status, timing: str, node: bool = False
+) -> sa.Update:
+    """The fenced UPDATE ending one run with ``status``, of a task outside workflows (of
+    a workflow node with ``node``, whose end must then settle the nodes after it).
 
     Parameters: ``task_id``, ``run_attempt``, ``new_result``, ``new_error``, and the next
     run's time per ``timing``: 'at' (``next_run_at``) or 'delay' (``delay`` seconds on the
@@ -136,7 +139,8 @@ def set_status_statement(dialect: Dialect, status: Status, timing: str) -> sa.Up
             for column in {"status", *values, *instead}
         }
     where = _fenced(sa.bindparam("task_id"), sa.bindparam("run_attempt"))
-    return sa.update(tasks).where(where).values(**values)
+    of_kind = c.workflow_id.is_not(None) if node else c.workflow_id.is_(None)
+    return sa.update(tasks).where(where, of_kind).values(**values)
 
 
 def record_statement(dialect: Dialect) -> sa.Update:

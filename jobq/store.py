@@ -197,16 +197,21 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits, Pauses, Workf
             id, attempt, status, result=result, error=error, run_at=run_at,
             retry_delay=retry_delay, backoff=self.backoff, room=self.db.room(),
         )  # fmt: skip
-        stmt = self.db.prepare(
-            ("set_status", *shape), lambda: run_end.set_status_statement(self.dialect, *shape)
+        plain, node = (
+            self.db.prepare(
+                ("set_status", *shape, is_node),
+                lambda is_node=is_node: run_end.set_status_statement(self.dialect, *shape, is_node),
+            )
+            for is_node in (False, True)
         )
-        if self.in_workflow(id):  # its end settles the nodes after it, in one transaction
-            node = Completion(id, attempt, shape[0], in_workflow=True)
-            write = functools.partial(self.db.run, stmt, params)
-            return self.end_nodes([node], lambda conn: write(connection=conn), connection) == 1
-        if self.db.run(stmt, params, connection=connection) == 1:
+        if self.db.run(plain, params, connection=connection) == 1:
             return True
-        # Stale, or a recurring row, which the statement above leaves alone.
+        # A workflow node (its end settles the nodes after it, in one transaction), a
+        # stale run, or a recurring row, which neither statement touches.
+        ended = Completion(id, attempt, shape[0], in_workflow=True)
+        write = functools.partial(self.db.run, node, params)
+        if self.end_nodes([ended], lambda conn: write(connection=conn), connection) == 1:
+            return True
         end = Completion(id, attempt, shape[0], result, params["new_error"], retry_delay)
         return self._end_recurring([end], connection=connection, run_at=run_at) == 1
 

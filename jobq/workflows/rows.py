@@ -82,15 +82,6 @@ class Workflows:
 
     # --- what ends do ----------------------------------------------------------------
 
-    def in_workflow(self, id: int) -> bool:
-        """Whether task ``id`` is a workflow node (one read by primary key)."""
-        query = self.dialect.memo(
-            ("workflow", "of task"),
-            lambda: sa.select(c.workflow_id).where(c.id == sa.bindparam("id")),
-        )
-        with self.db.unit(read_only=True) as conn:
-            return conn.execute(query, {"id": id}).scalar() is not None
-
     def settle_ends(
         self, conn: Connection, done: Sequence[int], other: Sequence[int] = ()
     ) -> list[int]:
