@@ -197,17 +197,17 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits, Pauses, Workf
             id, attempt, status, result=result, error=error, run_at=run_at,
             retry_delay=retry_delay, backoff=self.backoff, room=self.db.room(),
         )  # fmt: skip
-        plain, node = (
-            self.db.prepare(
-                ("set_status", *shape, is_node),
-                lambda is_node=is_node: run_end.set_status_statement(self.dialect, *shape, is_node),
-            )
-            for is_node in (False, True)
+        plain = self.db.prepare(
+            ("set_status", *shape), lambda: run_end.set_status_statement(self.dialect, *shape)
         )
         if self.db.run(plain, params, connection=connection) == 1:
             return True
         # A workflow node (its end settles the nodes after it, in one transaction), a
         # stale run, or a recurring row, which neither statement touches.
+        node = self.db.prepare(
+            ("set_status node", *shape),
+            lambda: run_end.set_status_statement(self.dialect, *shape, node=True),
+        )
         ended = Completion(id, attempt, shape[0], in_workflow=True)
         write = functools.partial(self.db.run, node, params)
         if self.end_nodes([ended], lambda conn: write(connection=conn), connection) == 1:

@@ -237,19 +237,6 @@ class Dialect(CapturePredicates):
         just wrote, from its driver cursor (or CursorResult)."""
         return [row[0] for row in cursor.fetchall()]
 
-    def insert_rows(
-        self, conn: Connection, insert: sa.Insert, rows: Sequence[Mapping[str, Any]]
-    ) -> list[int]:
-        """Run ``insert`` (of tasks) once per row of ``rows``; the new ids, in row order.
-
-        Where the driver returns rows of a multi-row insert in parameter order, SQLAlchemy
-        sends them a thousand a statement; elsewhere (MySQL) one statement a row.
-        """
-        if conn.dialect.insert_executemany_returning_sort_by_parameter_order:
-            returning = insert.returning(c.id, sort_by_parameter_order=True)
-            return list(conn.execute(returning, list(rows)).scalars())
-        return [int(conn.execute(insert, row).inserted_primary_key[0]) for row in rows]
-
     def encode_batch(self, task: str, args_list: Sequence[Mapping[str, Any] | None]) -> Any:
         """One batch of insert_many_statement's arguments, encoded (each checked as JSON)."""
         return encode_args_array(task, args_list)
