@@ -20,3 +20,5 @@ class LiveWorker:
     alive: bool
     #: Its runs still going past their timeouts (they keep their slots until they return).
     timed_out: int = 0
+    #: The pid of the `jobq worker --processes N` supervisor that started it (same host).
+    supervisor_pid: int | None = None

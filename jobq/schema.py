@@ -168,6 +168,8 @@ workers = sa.Table(
     sa.Column("concurrency", sa.Integer(), nullable=False),
     sa.Column("started_at", Moment, nullable=False),
     sa.Column("last_seen", Moment, nullable=False),
+    # The `jobq worker --processes N` supervisor that started it (same host), or NULL.
+    sa.Column("supervisor_pid", sa.Integer(), nullable=True),
     **table_options(),
 )
 

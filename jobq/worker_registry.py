@@ -29,15 +29,23 @@ class WorkerRegistry:
     dialect: Dialect
 
     def register_worker(
-        self, worker_id: str, *, host: str, pid: int, queues: Sequence[str] | None, concurrency: int
+        self,
+        worker_id: str,
+        *,
+        host: str,
+        pid: int,
+        queues: Sequence[str] | None,
+        concurrency: int,
+        supervisor_pid: int | None = None,
     ) -> None:
-        """Record a starting worker (replacing a stale row of the same id)."""
+        """Record a starting worker (replacing a stale row of the same id); a worker
+        process of a `jobq worker --processes N` group names its supervisor's pid."""
         check_key("worker_id", worker_id, required=True)
         now = self.dialect.now()
         insert = sa.insert(workers).values(
             worker_id=worker_id, host=host[:255], pid=pid,
             queues=None if queues is None else list(queues), concurrency=concurrency,
-            started_at=now, last_seen=now,
+            started_at=now, last_seen=now, supervisor_pid=supervisor_pid,
         )  # fmt: skip
 
         def register(conn: Connection) -> None:
@@ -87,7 +95,7 @@ class WorkerRegistry:
                 worker_id=r.worker_id, host=r.host, pid=r.pid, queues=r.queues,
                 concurrency=r.concurrency, started_at=as_utc(r.started_at),  # type: ignore[arg-type]
                 last_seen=as_utc(r.last_seen), alive=bool(r.alive),  # type: ignore[arg-type]
-                timed_out=int(r.timed_out),
+                timed_out=int(r.timed_out), supervisor_pid=r.supervisor_pid,
             )
             for r in rows
         ]  # fmt: skip

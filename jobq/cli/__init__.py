@@ -227,9 +227,9 @@ def status(as_json: bool, database_url: str) -> None:
     {"queues": [{"queue", "counts": {STATUS: n}, "total",
                  "oldest_waiting_seconds" (null: none due)}],
      "schedules": [{"queue", "schedules", "running", "disabled", "no_longer_defined"}],
-     "workers": [{"id", "host", "pid", "queues" (null: all), "concurrency",
-                  "started_at", "last_seen", "state" (alive|stale), "alive",
-                  "timed_out"}]}
+     "workers": [{"id", "host", "pid", "supervisor" ({"host", "pid"} or null),
+                  "queues" (null: all), "concurrency", "started_at", "last_seen",
+                  "state" (alive|stale), "alive", "timed_out"}]}
     """
     with store_for(database_url, read_only=True) as store:
         counts = store.counts()
@@ -261,7 +261,8 @@ def status(as_json: bool, database_url: str) -> None:
     if workers:
         now = datetime.now(UTC)
         headers = [
-            "worker", "host", "pid", "queues", "concurrency", "last seen", "state", "timed out",
+            "worker", "host", "pid", "supervisor", "queues", "concurrency", "last seen",
+            "state", "timed out",
         ]  # fmt: skip
         click.echo(table(headers, [worker_row(worker, now) for worker in workers]))
     else:

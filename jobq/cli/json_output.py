@@ -104,6 +104,11 @@ def worker_document(worker: LiveWorker) -> dict[str, Any]:
         "id": worker.worker_id,
         "host": worker.host,
         "pid": worker.pid,
+        "supervisor": (
+            None
+            if worker.supervisor_pid is None
+            else {"host": worker.host, "pid": worker.supervisor_pid}
+        ),
         "queues": worker.queues,
         "concurrency": worker.concurrency,
         "started_at": _value(worker.started_at),
@@ -121,6 +126,7 @@ def unregistered_worker_document(worker_id: str) -> dict[str, Any]:
         "id": worker_id,
         "host": None,
         "pid": None,
+        "supervisor": None,
         "queues": None,
         "concurrency": None,
         "started_at": None,

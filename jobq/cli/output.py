@@ -69,6 +69,7 @@ def worker_row(worker: LiveWorker, now: datetime) -> list[object]:
         worker.worker_id,
         worker.host,
         worker.pid,
+        "-" if worker.supervisor_pid is None else f"{worker.host}:{worker.supervisor_pid}",
         "all" if worker.queues is None else ",".join(worker.queues),
         worker.concurrency,
         f"{seen} ago",

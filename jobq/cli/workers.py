@@ -28,8 +28,8 @@ from jobq.tasks import Task
 LISTED = 10
 
 WORKER_HEADERS = [
-    "worker", "host", "pid", "queues", "concurrency", "last seen", "state", "timed out",
-    "running",
+    "worker", "host", "pid", "supervisor", "queues", "concurrency", "last seen", "state",
+    "timed out", "running",
 ]  # fmt: skip
 TASK_HEADERS = ["id", "name", "queue", "attempt", "started", "locked until"]
 
@@ -48,7 +48,8 @@ def list_workers(as_json: bool, database_url: str) -> None:
 
     \b
     With --json, a JSON array, one object per worker (times ISO 8601 UTC or null):
-    {"id", "host", "pid", "queues" (null: all), "concurrency", "started_at",
+    {"id", "host", "pid", "supervisor" ({"host", "pid"} of its `--processes`
+     supervisor, or null), "queues" (null: all), "concurrency", "started_at",
      "last_seen", "state" (alive|stale|unregistered), "alive", "timed_out",
      "running_count", "running": [{"id", "name", "queue", "attempt", "started_at",
      "locked_until"}]}, every running task listed, oldest first.
@@ -90,7 +91,7 @@ def _text(
         return "no workers"
     rows = [[*worker_row(w, now), len(running.get(w.worker_id, []))] for w in registered]
     rows += [
-        [worker_id or "-", "-", "-", "-", "-", "-", "unregistered", "-", len(running[worker_id])]
+        [worker_id or "-", *["-"] * 6, "unregistered", "-", len(running[worker_id])]
         for worker_id in unregistered
     ]
     blocks = [_printable(table(WORKER_HEADERS, rows))]

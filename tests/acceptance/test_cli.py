@@ -293,7 +293,9 @@ def status_scene(store: jobq.Store, between: Callable[[], None] = lambda: None) 
     set_columns(store, waiting, run_at=datetime.now(UTC) - timedelta(hours=3, minutes=10))
     between()
     store.register_worker("w-1", host="alpha", pid=111, queues=["emails", "default"], concurrency=4)
-    store.register_worker("w-2", host="beta", pid=222, queues=None, concurrency=1)
+    store.register_worker(
+        "w-2", host="beta", pid=222, queues=None, concurrency=1, supervisor_pid=200
+    )
     with store.engine.begin() as conn:
         conn.execute(
             sa.update(workers)
@@ -315,9 +317,9 @@ def test_status_shows_counts_oldest_waiting_and_workers(
         "emails 1 0 0 0 0 0 1 -",
     ]
     header, alive, stale = rows_of(workers_table)
-    assert header == "worker host pid queues concurrency last seen state timed out"
-    assert re.fullmatch(r"w-1 alpha 111 emails,default 4 \d+s ago alive 0", alive)
-    assert re.fullmatch(r"w-2 beta 222 all 1 10m 3\ds ago stale 0", stale)
+    assert header == "worker host pid supervisor queues concurrency last seen state timed out"
+    assert re.fullmatch(r"w-1 alpha 111 - emails,default 4 \d+s ago alive 0", alive)
+    assert re.fullmatch(r"w-2 beta 222 beta:200 all 1 10m 3\ds ago stale 0", stale)
 
 
 def test_list_prints_the_newest_tasks_first(cli: Cli, db_url: str, store: jobq.Store) -> None:

@@ -228,7 +228,9 @@ def test_workers_lists_each_worker_with_the_tasks_it_runs(
     cli: Cli, db_url: str, store: jobq.Store
 ) -> None:
     store.register_worker("w-1", host="alpha", pid=111, queues=["a"], concurrency=20)
-    store.register_worker("w-2", host="beta", pid=222, queues=None, concurrency=2)
+    store.register_worker(
+        "w-2", host="beta", pid=222, queues=None, concurrency=2, supervisor_pid=220
+    )
     store.register_worker("w-3", host="gamma", pid=333, queues=["b"], concurrency=1)
     many = running_on(store, "w-1", LISTED + 3, queue="a")
     one = running_on(store, "w-3", 1, queue="b")
@@ -263,15 +265,18 @@ def test_workers_lists_each_worker_with_the_tasks_it_runs(
             assert moment(listed["started_at"]) == row.started_at
             assert moment(listed["locked_until"]) == row.locked_until
     assert docs[3]["host"] is None and docs[3]["started_at"] is None
+    assert [doc["supervisor"] for doc in docs] == [None, {"host": "beta", "pid": 220}, None, None]
 
     table, *blocks = as_text.stdout.rstrip("\n").split("\n\n")
     assert (as_text.returncode, as_text.stderr) == (0, "")
     header, w1, w2, w3, unregistered = rows_of(table)
-    assert header == "worker host pid queues concurrency last seen state timed out running"
-    assert re.fullmatch(rf"w-1 alpha 111 a 20 \d+s ago alive 0 {LISTED + 3}", w1)
-    assert re.fullmatch(r"w-2 beta 222 all 2 \d+s ago alive 0 0", w2)
-    assert re.fullmatch(r"w-3 gamma 333 b 1 5m( \d+s)? ago stale 0 1", w3)
-    assert unregistered == "ghost - - - - - unregistered - 2"
+    assert header == (
+        "worker host pid supervisor queues concurrency last seen state timed out running"
+    )
+    assert re.fullmatch(rf"w-1 alpha 111 - a 20 \d+s ago alive 0 {LISTED + 3}", w1)
+    assert re.fullmatch(r"w-2 beta 222 beta:220 all 2 \d+s ago alive 0 0", w2)
+    assert re.fullmatch(r"w-3 gamma 333 - b 1 5m( \d+s)? ago stale 0 1", w3)
+    assert unregistered == "ghost - - - - - - unregistered - 2"
     first, third, fourth = (block.splitlines() for block in blocks)
     assert first[0] == f"w-1 runs {LISTED + 3} tasks:"
     assert rows_of(first[1])[0] == "id name queue attempt started locked until"
