@@ -227,11 +227,12 @@ def run(
     return run_sync(definition, args, attempt, task=task)
 
 
-def timed_out(definition: TaskDefinition, attempt: int) -> Outcome:
-    """The outcome of a run that exceeded the task's timeout."""
+def timed_out(definition: TaskDefinition, attempt: int, *, killed: bool = False) -> Outcome:
+    """The outcome of a run that exceeded the task's timeout (``killed``: its process was
+    killed to stop it, jobq.pool)."""
     return Outcome(
         Status.FAILED,
-        error=f"timed out after {definition.timeout:g} s",
+        error=f"timed out after {definition.timeout:g} s" + (" (killed)" if killed else ""),
         retry_delay=definition.backoff.delay(attempt),
     )
 

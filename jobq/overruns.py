@@ -33,9 +33,12 @@ class Overruns:
         # Whether the log says that every slot is held by a run past its timeout.
         self._said_all_overrun = False
 
-    def check(self, runs: Iterable[Run], now: float, cancel: Callable[[Run], None]) -> int:
-        """Mark the ``runs`` past their deadlines timed out (``cancel`` stops an async one;
-        a thread runs on); how many newly. Says so when they hold every slot."""
+    def check(
+        self, runs: Iterable[Run], now: float, cancel: Callable[[Run], None], *, kills: bool = False
+    ) -> int:
+        """Mark the ``runs`` past their deadlines timed out (``cancel`` stops an async one,
+        and with ``kills`` a sync one's child process; a thread runs on); how many newly.
+        Says so when they hold every slot."""
         overrun = newly = 0
         for run in runs:
             if run.deadline is None or now < run.deadline:
@@ -44,12 +47,15 @@ class Overruns:
             if not run.timed_out:
                 run.timed_out = True
                 newly += 1
-                cancel(run)
+                killed = kills and run.definition is not None and not run.definition.is_async
                 log.warning(
-                    "task %d %s attempt %d timed out after %g s; it keeps its slot, lease and "
-                    "lock until its code returns", run.task.id, run.task.name, run.task.attempt,
+                    "task %d %s attempt %d timed out after %g s; %s", run.task.id,
+                    run.task.name, run.task.attempt,
                     run.definition.timeout if run.definition else 0,
+                    "killing its child process (SIGTERM, then SIGKILL)" if killed else
+                    "it keeps its slot, lease and lock until its code returns",
                 )  # fmt: skip
+                cancel(run)
         if overrun >= self.concurrency and not self._said_all_overrun:
             log.error(
                 "all %d slots are held by runs past their timeouts; no task is taken until "

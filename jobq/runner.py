@@ -14,12 +14,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobq import executor
 from jobq.executor import Outcome
 from jobq.registry import TaskDefinition
 from jobq.tasks import Status, Task
+
+if TYPE_CHECKING:
+    from jobq.pool.processes import ChildSlot, ProcessPool
 
 #: The outcome of a run stopped before it ended, or before it started.
 CANCELLED = Outcome(Status.FAILED, error="cancelled")
@@ -43,6 +46,8 @@ class Run:
     #: It ran past its deadline and still runs: it keeps its row, lease, lock key and limit
     #: slot until its code returns, and then ends timed out.
     timed_out: bool = False
+    #: Its process was killed to stop it (jobq.pool: past its timeout, cancelled, ended).
+    killed: bool = False
     #: time.monotonic() when it was handed to the runner, and when its code returned.
     began: float = 0.0
     returned: float | None = None
@@ -69,9 +74,17 @@ class Run:
 class Runner:
     """Runs registered tasks ``concurrency`` sync ones at a time, and async ones on a loop."""
 
-    def __init__(self, concurrency: int, finish: Callable[[Run, Outcome], None]) -> None:
+    def __init__(
+        self,
+        concurrency: int,
+        finish: Callable[[Run, Outcome], None],
+        pool: ProcessPool | None = None,
+    ) -> None:
         self.concurrency = concurrency
         self._finish = finish
+        #: Where sync runs execute: None, on the slot threads themselves; a ProcessPool,
+        #: in a child process per slot thread (jobq worker --pool processes).
+        self.pool = pool
         # Sync runs wait here for one of the slot threads (started on first use).
         self._inbox: queue.SimpleQueue[Run | None] = queue.SimpleQueue()
         self._slot_threads: list[threading.Thread] = []
@@ -93,26 +106,37 @@ class Runner:
             self._event_loop().call_soon_threadsafe(self._start_coroutines, coroutines)
 
     def cancel(self, run: Run) -> None:
-        """Stop an async run (a sync thread cannot be stopped: it runs on, unheard)."""
-        if self._loop is not None and run.definition is not None and run.definition.is_async:
-            self._loop.call_soon_threadsafe(lambda: run.coroutine and run.coroutine.cancel())
+        """Stop an async run, or a sync one in a process pool (its child is killed; a
+        sync thread cannot be stopped: it runs on, unheard)."""
+        if run.definition is None:
+            return
+        if run.definition.is_async:
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(lambda: run.coroutine and run.coroutine.cancel())
+        elif self.pool is not None:
+            self.pool.stop(run)
 
     def shutdown(self) -> None:
-        """Let the slot threads and the event loop end once their current runs do."""
+        """Let the slot threads and the event loop end once their current runs do; a
+        process pool's children are retired now."""
         for _ in self._slot_threads:
             self._inbox.put(None)
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
+        if self.pool is not None:
+            self.pool.close()
 
     def _start_slot_thread(self) -> None:
         thread = threading.Thread(
-            target=self._run_sync_tasks, name=f"jobq-task-{len(self._slot_threads)}", daemon=True
-        )
+            target=self._run_sync_tasks, args=(self.pool and self.pool.slot(),),
+            name=f"jobq-task-{len(self._slot_threads)}", daemon=True,
+        )  # fmt: skip
         thread.start()
         self._slot_threads.append(thread)
 
-    def _run_sync_tasks(self) -> None:
-        """A slot thread: run sync tasks from the inbox until told to stop (None)."""
+    def _run_sync_tasks(self, slot: ChildSlot | None) -> None:
+        """A slot thread: run sync tasks from the inbox until told to stop (None); in
+        ``slot``'s child process if given."""
         while (run := self._inbox.get()) is not None:
             if run.ended:  # released or lost before it started
                 self._finish(run, CANCELLED)
@@ -120,7 +144,9 @@ class Runner:
             assert run.definition is not None
             task = run.task
             try:
-                if run.context is None:
+                if slot is not None:
+                    outcome = slot.run(run)
+                elif run.context is None:
                     outcome = executor.run_sync(run.definition, task.args, task.attempt, task=task)
                 else:
                     outcome = run.context.run(

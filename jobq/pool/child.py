@@ -1,0 +1,113 @@
+"""A pool child's life: load the app, run the tasks it is sent one at a time, report.
+
+It runs in a process of its own, forked from multiprocessing's fork server (which has
+the app imported already). It reads task frames from its connection, runs each with
+jobq.executor as a slot thread would, and sends back progress reports and the outcome.
+SIGTERM (its worker stopping it past a timeout or on a cancel) raises SystemExit in the
+task, so that its ``finally`` blocks run; SIGKILL follows if it does not exit. SIGINT
+is ignored: a Ctrl-C in the terminal reaches the whole process group, and it is the
+worker's to decide what its children do then. It exits when its worker closes the
+connection, or dies.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import resource
+import signal
+import threading
+import time
+from multiprocessing.connection import Connection
+from types import FrameType
+
+from jobq import executor, logs
+from jobq.app import load_app
+from jobq.executor import Outcome
+from jobq.lifecycle.in_task import PROGRESS
+from jobq.pool import wire
+from jobq.tasks import Status
+from jobq.workflows import in_task as workflow_results
+
+#: Seconds between the sends of a run's progress reports to the worker.
+PROGRESS_EVERY = 0.5
+
+
+def main(
+    app_path: str, database_url: str | None, conn: Connection, log_setup: tuple[str, str] | None
+) -> None:
+    """Serve the worker at the other end of ``conn`` until it closes it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _exit_now)
+    if log_setup is not None:
+        logs.configure(*log_setup)
+    app = load_app(app_path)
+    if database_url is not None:
+        from jobq.store import Store  # the worker's --database-url, for in-task reads
+
+        app.store = Store(database_url)
+    workflow_results.serve(app.store)
+    send_lock = threading.Lock()
+    inbox: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+    threading.Thread(target=_read, args=(conn, inbox), name="jobq-child-read", daemon=True).start()
+    threading.Thread(
+        target=_send_progress, args=(conn, send_lock), name="jobq-child-progress", daemon=True
+    ).start()
+    while True:
+        task, timeout = wire.read_task(inbox.get())
+        definition = app.registry.get(task.name)
+        if definition is None:  # the worker checked: only a different app file gets here
+            outcome = executor.not_registered(task.name)
+        else:
+            definition = definition.with_timeout(timeout)
+            try:
+                outcome = executor.run_sync(definition, task.args, task.attempt, task=task)
+            except _Stopped:
+                raise
+            except BaseException as error:  # sys.exit() in a task: the child lives on
+                outcome = Outcome(Status.FAILED, error=f"{type(error).__name__}: {error}")
+        with send_lock:
+            _flush_progress(conn)
+            conn.send_bytes(_outcome_frame(outcome))
+
+
+class _Stopped(SystemExit):
+    """Its worker sent SIGTERM: the run is being stopped (timeout or cancel)."""
+
+
+def _exit_now(_signum: int, _frame: FrameType | None) -> None:
+    raise _Stopped(128 + signal.SIGTERM)
+
+
+def _outcome_frame(outcome: Outcome) -> bytes:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    try:
+        return wire.outcome_frame(outcome, peak)
+    except (TypeError, ValueError) as error:  # the executor checked the result: a bug
+        failed = Outcome(Status.FAILED, error=f"its outcome could not be sent: {error}")
+        return wire.outcome_frame(failed, peak)
+
+
+def _read(conn: Connection, inbox: queue.SimpleQueue[bytes]) -> None:
+    """Pass the worker's frames on; exit the process once the worker closes or dies."""
+    try:
+        while True:
+            inbox.put(conn.recv_bytes())
+    except (EOFError, OSError):
+        logging.shutdown()
+        os._exit(0)  # a run still going is abandoned: its worker is gone or retired us
+
+
+def _send_progress(conn: Connection, send_lock: threading.Lock) -> None:
+    while True:
+        time.sleep(PROGRESS_EVERY)
+        if PROGRESS:
+            with send_lock:
+                _flush_progress(conn)
+
+
+def _flush_progress(conn: Connection) -> None:
+    reports = PROGRESS.take()
+    if reports:
+        conn.send_bytes(wire.progress_frame(reports))

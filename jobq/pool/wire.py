@@ -1,0 +1,75 @@
+"""The frames a worker and its pool children exchange: JSON, never pickle.
+
+Each frame is one JSON object sent with Connection.send_bytes. A task's arguments came
+from the database as JSON and go on as JSON; a run's result must be storable JSON
+anyway (jobq.payload), so nothing a task or the database supplied is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from datetime import datetime
+from typing import Any
+
+from jobq.executor import Outcome
+from jobq.tasks import Status, Task
+
+# ensure_ascii: a lone surrogate a task put in its result crosses as an escape, intact.
+_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
+_MOMENTS = {"run_at", "locked_until", "created_at", "started_at", "finished_at"}
+_MOMENTS |= {"cancel_requested_at"}
+
+
+def task_frame(task: Task, timeout: float | None) -> bytes:
+    """The frame that asks a child to run ``task`` with ``timeout`` (its definition's,
+    or the one it was given at enqueue)."""
+    row: dict[str, Any] = {}
+    for field in fields(Task):
+        value = getattr(task, field.name)
+        if isinstance(value, datetime):
+            value = value.isoformat()
+        row[field.name] = value
+    return _ENCODER.encode({"task": row, "timeout": timeout}).encode()
+
+
+def read_task(frame: bytes) -> tuple[Task, float | None]:
+    """The task and timeout of a frame made by task_frame."""
+    document = json.loads(frame)
+    row = document["task"]
+    for name in _MOMENTS:
+        if row.get(name) is not None:
+            row[name] = datetime.fromisoformat(row[name])
+    row["status"] = Status(row["status"])
+    return Task(**row), document["timeout"]
+
+
+def outcome_frame(outcome: Outcome, max_rss_kib: int) -> bytes:
+    """The frame of a run's ``outcome``; ``max_rss_kib``: the child's peak memory so far."""
+    return _ENCODER.encode(
+        {
+            "status": outcome.status.value, "result": outcome.result, "error": outcome.error,
+            "retry_delay": outcome.retry_delay, "terminal": outcome.terminal,
+            "max_rss_kib": max_rss_kib,
+        }
+    ).encode()  # fmt: skip
+
+
+def progress_frame(reports: dict[tuple[int, int], dict[str, Any]]) -> bytes:
+    """The frame of the progress reports (jobq.set_progress) of the child's run."""
+    document = {"progress": [[*fence, report] for fence, report in reports.items()]}
+    return _ENCODER.encode(document).encode()
+
+
+def read_reply(frame: bytes) -> dict[str, Any]:
+    """A child's frame: {"progress": [[id, attempt, report], ...]} or an outcome."""
+    document: dict[str, Any] = json.loads(frame)
+    return document
+
+
+def outcome_of(document: dict[str, Any]) -> Outcome:
+    """The Outcome of an outcome frame, as read_reply returned it."""
+    return Outcome(
+        Status(document["status"]), result=document["result"], error=document["error"],
+        retry_delay=document["retry_delay"], terminal=document["terminal"],
+    )  # fmt: skip
