@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from types import FrameType
 
@@ -21,19 +22,32 @@ EXIT_MARGIN = 10.0
 
 
 def install(
-    stop: Callable[[], None], wake: Callable[[], None], stopped: threading.Event, grace: float
+    stop: Callable[[], None],
+    wake: Callable[[], None],
+    stopped: threading.Event,
+    grace: float,
+    *,
+    same_within: float = 0.0,
 ) -> None:
     """On SIGTERM or SIGINT: ``stop()``, ``wake()`` (both must be safe in a signal handler),
     and exit unless ``stopped`` is set within ``grace`` + EXIT_MARGIN seconds. Only from
-    the main thread, which alone may set signal handlers; elsewhere it does nothing."""
+    the main thread, which alone may set signal handlers; elsewhere it does nothing.
+
+    A signal within ``same_within`` seconds of the first is the same stop, not a second
+    one: a supervised process hears its supervisor and, from a platform that signals
+    every process of a service, that platform."""
     if threading.current_thread() is not threading.main_thread():
         return
     signalled = threading.Event()
+    first = [0.0]
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         if signalled.is_set():
+            if time.monotonic() - first[0] < same_within:
+                return
             log.warning("second %s: exiting at once", signal.Signals(signum).name)
             os._exit(1)
+        first[0] = time.monotonic()
         signalled.set()
         stop()
         wake()

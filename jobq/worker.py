@@ -18,6 +18,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from jobq import executor, locks, stop_signals
 from jobq.app import App
@@ -39,12 +40,17 @@ from jobq.validation import check_int, check_key, check_seconds, queue_list
 from jobq.worker_registry import FORGET_AFTER
 from jobq.workflows import in_task as workflow_results
 
+if TYPE_CHECKING:
+    from jobq.pool import ProcessPool
+
 log = logging.getLogger("jobq.worker")
 
 Fence = tuple[int, int]
 
 #: Seconds free slots may wait for the others to free up before a capture anyway.
 _CAPTURE_WAIT = 0.01
+#: Seconds within which a supervised process takes a repeated SIGTERM for the same stop.
+SUPERVISED_SIGNALS_WITHIN = 1.0
 #: The least delay before the retry of a run that timed out and was recorded as the
 #: worker stopped: its thread ends with the process, a moment after the write.
 _STUCK_RETRY_DELAY = 5.0
@@ -70,6 +76,8 @@ class Worker:
         max_stuck: int | None = None,
         stuck_after: float = 60.0,
         metrics: WorkerMetrics | None = None,
+        pool: ProcessPool | None = None,
+        supervisor_pid: int | None = None,
     ) -> None:
         check_int("concurrency", concurrency, minimum=1)
         check_seconds("grace", grace)
@@ -127,7 +135,11 @@ class Worker:
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._grace_ends = 0.0
-        self._runner = Runner(concurrency, self._finish)
+        #: Sync runs execute in these child processes (--pool processes), else on threads.
+        self.pool = pool
+        #: The `jobq worker --processes N` supervisor that started this process, if any.
+        self.supervisor_pid = supervisor_pid
+        self._runner = Runner(concurrency, self._finish, pool)
         # Cancel requests of our runs, and their progress reports.
         self._control = RunControl(self.store)
         #: Prometheus metrics (jobq worker --metrics-port), or None: nothing is counted.
@@ -148,15 +160,16 @@ class Worker:
         ``burst_wait`` seconds."""
         self.store.check_schema()
         # SimpleQueue.put is safe in a signal handler: it wakes the loop wherever it waits.
-        stop_signals.install(self.stop, lambda: self._finished.put(None), self._stopped, self.grace)
-        self._sync_schedules()
-        self.store.register_worker(
-            self.worker_id, host=socket.gethostname(), pid=os.getpid(), queues=self.queues,
-            concurrency=self.concurrency,
+        stop_signals.install(
+            self.stop, lambda: self._finished.put(None), self._stopped, self.grace,
+            same_within=0.0 if self.supervisor_pid is None else SUPERVISED_SIGNALS_WITHIN,
         )  # fmt: skip
+        self._sync_schedules()
+        self._register()
         log.info(
-            "worker %s started: queues %s, concurrency %d",
+            "worker %s started: queues %s, concurrency %d%s",
             self.worker_id, ",".join(self.queues) if self.queues else "all", self.concurrency,
+            "" if self.pool is None else ", sync tasks in child processes",
         )  # fmt: skip
         workflow_results.serve(self.store)  # jobq.parent_results() in its tasks
         if self.store.listen(self._on_enqueued, self._stop_listening, self.outage):
@@ -166,6 +179,8 @@ class Worker:
         finally:
             self._stop_listening.set()
             self._runner.shutdown()
+            if self.pool is not None:
+                self.stats.update(self.pool.stats)  # children_died, children_recycled, ...
             self._close_limiter()
             try:
                 self.store.unregister_worker(self.worker_id)
@@ -176,6 +191,12 @@ class Worker:
                 extra={"worker_id": self.worker_id, "counts": +self.stats},  # + drops zeros
             )  # fmt: skip
             self._stopped.set()
+
+    def _register(self) -> None:
+        self.store.register_worker(
+            self.worker_id, host=socket.gethostname(), pid=os.getpid(), queues=self.queues,
+            concurrency=self.concurrency, supervisor_pid=self.supervisor_pid,
+        )  # fmt: skip
 
     def _close_limiter(self) -> None:
         self.limiter.close()
@@ -196,6 +217,7 @@ class Worker:
         if not self._stopping.is_set():
             self._grace_ends = time.monotonic() + self.grace
             self._stopping.set()
+            self._finished.put(None)  # wakes the loop wherever it waits
             log.info(
                 "worker %s stopping: waiting up to %g s for %d running task(s)",
                 self.worker_id, self.grace, len(self._unsettled()),
@@ -412,7 +434,7 @@ class Worker:
                 continue  # settled already: timed out, released or lost
             run.ended = True
             if run.timed_out and run.definition is not None:
-                outcome = executor.timed_out(run.definition, run.task.attempt)
+                outcome = executor.timed_out(run.definition, run.task.attempt, killed=run.killed)
             self._end(run, _completion(fence, outcome))
             self.stats["snoozed" if outcome.status is Status.QUEUED else outcome.status.value] += 1
             self._observe_end(run, outcome_label(run, outcome), outcome, run.seconds())
@@ -487,7 +509,9 @@ class Worker:
     def _expire_timeouts(self, now: float) -> None:
         """Cancel the runs past their timeouts; stop if too many are stuck (see Overruns)."""
         running = self._unsettled()
-        self.stats["timed_out"] += self.overruns.check(running, now, self._runner.cancel)
+        self.stats["timed_out"] += self.overruns.check(
+            running, now, self._runner.cancel, kills=self.pool is not None
+        )
         if not self._stopping.is_set() and self.overruns.too_many_stuck(running, now):
             self.exit_code = 3
             self.stop()
@@ -496,10 +520,7 @@ class Worker:
         owned = [run.task.fence for run in self._unsettled()]
         try:
             if not self.store.touch_worker(self.worker_id):
-                self.store.register_worker(
-                    self.worker_id, host=socket.gethostname(), pid=os.getpid(),
-                    queues=self.queues, concurrency=self.concurrency,
-                )  # fmt: skip
+                self._register()
             extended = self.store.heartbeat(self.worker_id, owned, self.lease or self.leases)
         except JobqError as error:
             self._failed("heartbeat", error)

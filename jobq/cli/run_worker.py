@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import NoReturn
 
 import click
+from click.core import ParameterSource
 
 from jobq import logs
 from jobq.app import load_app
@@ -14,7 +16,10 @@ from jobq.cli.common import clear_errors
 from jobq.cli.params import UnsignedInt
 from jobq.limits import Limiter
 from jobq.observe.metrics import WorkerMetrics
+from jobq.pool import ProcessPool
 from jobq.store import Store
+from jobq.supervise import Supervisor
+from jobq.supervise.orphan import watch_supervisor
 from jobq.worker import Worker
 
 #: TigerBeetle's cluster ids are 128-bit unsigned integers.
@@ -27,6 +32,31 @@ CLUSTER_ID = UnsignedInt(128)
 @click.option(
     "--concurrency", type=click.IntRange(min=1), default=8, show_default=True,
     help="Tasks run at once: sync ones on as many threads, async ones on one event loop.",
+)  # fmt: skip
+@click.option(
+    "--processes", type=click.IntRange(min=1), default=1, show_default=True,
+    help="Worker processes to run on this host, each with --concurrency slots, under one "
+    "supervisor that restarts a process that dies and passes SIGTERM/SIGINT on to all.",
+)  # fmt: skip
+@click.option(
+    "--pool", type=click.Choice(["threads", "processes"]), default="threads",
+    show_default=True,
+    help="Where sync tasks run: on threads, or each in one of --concurrency child "
+    "processes (CPU-bound tasks use every core; a run past its timeout is killed). Async "
+    "tasks run on the worker's event loop either way.",
+)  # fmt: skip
+@click.option(
+    "--max-tasks-per-child", type=click.IntRange(min=1), default=None,
+    help="With --pool processes: replace a child after this many runs.",
+)  # fmt: skip
+@click.option(
+    "--max-memory-per-child", type=click.IntRange(min=1), default=None, metavar="MB",
+    help="With --pool processes: replace a child, after its run, once its peak resident "
+    "memory passed this many MB.",
+)  # fmt: skip
+@click.option(
+    "--supervisor-pid", type=int, default=None, hidden=True,
+    help="Set by the --processes supervisor for the processes it starts: its own pid.",
 )  # fmt: skip
 @click.option(
     "--burst", is_flag=True,
@@ -109,10 +139,17 @@ CLUSTER_ID = UnsignedInt(128)
     "--database-url", envvar="JOBQ_DATABASE_URL", default=None,
     help="Database URL (env: JOBQ_DATABASE_URL); default: the app's own.",
 )  # fmt: skip
+@click.pass_context
 def worker(
+    ctx: click.Context,
     app_path: str,
     queues: str | None,
     concurrency: int,
+    processes: int,
+    pool: str,
+    max_tasks_per_child: int | None,
+    max_memory_per_child: int | None,
+    supervisor_pid: int | None,
     burst: bool,
     burst_wait: float,
     lease: float | None,
@@ -136,12 +173,25 @@ def worker(
     SIGTERM or SIGINT (Ctrl-C) stops it gracefully: it captures no more tasks, lets the
     running ones finish for --grace seconds, puts the rest back in the queue and exits 0.
     A second SIGTERM or SIGINT exits at once.
+
+    With --processes N, a supervisor runs N such workers and stops them all the same way.
     """
     logs.configure(log_level, log_format.lower())
+    if pool == "threads" and (max_tasks_per_child or max_memory_per_child):
+        raise click.UsageError(
+            "--max-tasks-per-child and --max-memory-per-child need --pool processes"
+        )
     with clear_errors():
         app = load_app(app_path)
         if database_url is not None:
             app.store = Store(database_url)
+        if processes > 1:
+            # Clear errors once here, rather than from N processes started again and again.
+            app.store.check_schema()
+            app.store.dispose()
+            if limiter == "tigerbeetle" and tigerbeetle_addresses is None:
+                raise click.UsageError("--limiter tigerbeetle needs --tigerbeetle-addresses")
+            supervise(ctx, processes, grace=grace, burst=burst, database_url=database_url)
         names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
         metrics = _metrics(metrics_port, metrics_host)
         running = Worker(
@@ -151,8 +201,15 @@ def worker(
             limiter=_limiter(
                 limiter, tigerbeetle_addresses, tigerbeetle_cluster, tigerbeetle_timeout
             ),
-            metrics=metrics,
+            metrics=metrics, supervisor_pid=supervisor_pid,
+            pool=None if pool == "threads" else ProcessPool(
+                app_path, database_url=database_url, max_tasks_per_child=max_tasks_per_child,
+                max_memory_per_child=max_memory_per_child,
+                log_setup=(log_level, log_format.lower()),
+            ),
         )  # fmt: skip
+        if supervisor_pid is not None:
+            watch_supervisor(supervisor_pid, running.stop)
         running.run()
     if running.stragglers or running.exit_code:
         # Released sync tasks still hold threads that cannot be stopped: leave without them.
@@ -160,6 +217,43 @@ def worker(
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(running.exit_code)
+
+
+def supervise(
+    ctx: click.Context, processes: int, *, grace: float, burst: bool, database_url: str | None
+) -> NoReturn:
+    """Run ``processes`` workers with this command's options under a Supervisor; exit."""
+    options: list[str] = []
+    for param in ctx.command.params:
+        name = param.name
+        if not isinstance(param, click.Option) or name in _NOT_PASSED_ON:
+            continue
+        if ctx.get_parameter_source(name) is ParameterSource.DEFAULT:  # type: ignore[arg-type]
+            continue
+        value = ctx.params[name]  # type: ignore[index]
+        if param.is_flag:
+            options += [param.opts[0]] if value else []
+        elif value is not None:
+            options += [param.opts[0], str(value)]
+    env = dict(os.environ)
+    if database_url is not None:  # by the environment: no credentials in `ps` output
+        env["JOBQ_DATABASE_URL"] = database_url
+    worker_id, port = ctx.params["worker_id"], ctx.params["metrics_port"]
+
+    def command(k: int) -> list[str]:
+        own = ["--supervisor-pid", str(os.getpid())]
+        if worker_id is not None:
+            own += ["--worker-id", f"{worker_id}-{k}"]
+        if port is not None:
+            own += ["--metrics-port", str(port + k)]
+        return [sys.executable, "-m", "jobq.cli", "worker", *options, *own]
+
+    code = Supervisor(command, processes, grace=grace, burst=burst, env=env).run()
+    sys.exit(code)
+
+
+#: Options the supervisor does not pass on as given: it sets them for each process.
+_NOT_PASSED_ON = {"processes", "database_url", "supervisor_pid", "worker_id", "metrics_port"}
 
 
 def _limiter(kind: str, addresses: str | None, cluster: int, timeout: float) -> Limiter | None:
