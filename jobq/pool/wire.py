@@ -15,8 +15,20 @@ from typing import Any
 from jobq.executor import Outcome
 from jobq.tasks import Status, Task
 
-# ensure_ascii: a lone surrogate a task put in its result crosses as an escape, intact.
-_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
+# Unescaped, and encoded with surrogatepass: a lone surrogate crosses as itself. (As
+# \ud83d\ude00 escapes, two lone surrogates side by side would be read back as one
+# character, and an error text would differ from what a thread's run stores.)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def _bytes(document: Any) -> bytes:
+    return _ENCODER.encode(document).encode("utf-8", "surrogatepass")
+
+
+def _document(frame: bytes) -> Any:
+    return json.loads(frame.decode("utf-8", "surrogatepass"))
+
+
 _MOMENTS = {"run_at", "locked_until", "created_at", "started_at", "finished_at"}
 _MOMENTS |= {"cancel_requested_at"}
 
@@ -30,12 +42,12 @@ def task_frame(task: Task, timeout: float | None) -> bytes:
         if isinstance(value, datetime):
             value = value.isoformat()
         row[field.name] = value
-    return _ENCODER.encode({"task": row, "timeout": timeout}).encode()
+    return _bytes({"task": row, "timeout": timeout})
 
 
 def read_task(frame: bytes) -> tuple[Task, float | None]:
     """The task and timeout of a frame made by task_frame."""
-    document = json.loads(frame)
+    document = _document(frame)
     row = document["task"]
     for name in _MOMENTS:
         if row.get(name) is not None:
@@ -46,24 +58,24 @@ def read_task(frame: bytes) -> tuple[Task, float | None]:
 
 def outcome_frame(outcome: Outcome, max_rss_kib: int) -> bytes:
     """The frame of a run's ``outcome``; ``max_rss_kib``: the child's peak memory so far."""
-    return _ENCODER.encode(
+    return _bytes(
         {
             "status": outcome.status.value, "result": outcome.result, "error": outcome.error,
             "retry_delay": outcome.retry_delay, "terminal": outcome.terminal,
             "max_rss_kib": max_rss_kib,
         }
-    ).encode()  # fmt: skip
+    )  # fmt: skip
 
 
 def progress_frame(reports: dict[tuple[int, int], dict[str, Any]]) -> bytes:
     """The frame of the progress reports (jobq.set_progress) of the child's run."""
     document = {"progress": [[*fence, report] for fence, report in reports.items()]}
-    return _ENCODER.encode(document).encode()
+    return _bytes(document)
 
 
 def read_reply(frame: bytes) -> dict[str, Any]:
     """A child's frame: {"progress": [[id, attempt, report], ...]} or an outcome."""
-    document: dict[str, Any] = json.loads(frame)
+    document: dict[str, Any] = _document(frame)
     return document
 
 
