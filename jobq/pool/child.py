@@ -3,11 +3,12 @@
 It runs in a process of its own, forked from multiprocessing's fork server (which has
 the app imported already). It reads task frames from its connection, runs each with
 jobq.executor as a slot thread would, and sends back progress reports and the outcome.
-SIGTERM (its worker stopping it past a timeout or on a cancel) raises SystemExit in the
-task, so that its ``finally`` blocks run; SIGKILL follows if it does not exit. SIGINT
-is ignored: a Ctrl-C in the terminal reaches the whole process group, and it is the
-worker's to decide what its children do then. It exits when its worker closes the
-connection, or dies.
+SIGTERM from its worker (stopping a run past its timeout, or cancelled) raises
+SystemExit in the task, so that its ``finally`` blocks run; SIGKILL follows if it does
+not exit. SIGTERM from anyone else (a platform that signals every process of a service)
+and SIGINT (a Ctrl-C reaches the whole process group) are not its to act on: its worker
+decides what its children do then. It exits when its worker closes the connection, or
+dies.
 """
 
 from __future__ import annotations
@@ -34,12 +35,27 @@ from jobq.workflows import in_task as workflow_results
 PROGRESS_EVERY = 0.5
 
 
+#: What the child's own thread sends its main thread once its worker sent SIGTERM: a
+#: real signal, so that a sleep or a blocking read in the task is interrupted too.
+STOP_SIGNAL = signal.SIGUSR1
+
+
 def main(
-    app_path: str, database_url: str | None, conn: Connection, log_setup: tuple[str, str] | None
+    app_path: str,
+    database_url: str | None,
+    conn: Connection,
+    log_setup: tuple[str, str] | None,
+    worker_pid: int,
 ) -> None:
-    """Serve the worker at the other end of ``conn`` until it closes it."""
+    """Serve the worker (``worker_pid``) at the other end of ``conn`` until it closes it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, _exit_now)
+    signal.signal(STOP_SIGNAL, _exit_now)
+    # Blocked here before any thread starts (they inherit it): only _hear_sigterm takes it.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    threading.Thread(
+        target=_hear_sigterm, args=(worker_pid, threading.get_ident()), name="jobq-child-term",
+        daemon=True,
+    ).start()  # fmt: skip
     if log_setup is not None:
         logs.configure(*log_setup)
     app = load_app(app_path)
@@ -78,6 +94,19 @@ class _Stopped(SystemExit):
 
 def _exit_now(_signum: int, _frame: FrameType | None) -> None:
     raise _Stopped(128 + signal.SIGTERM)
+
+
+def _hear_sigterm(worker_pid: int, main_thread: int) -> None:
+    """Stop the run in the main thread on SIGTERM from the worker; ignore anyone else's."""
+    while True:
+        sender = signal.sigwaitinfo({signal.SIGTERM}).si_pid
+        if sender == worker_pid:
+            signal.pthread_kill(main_thread, STOP_SIGNAL)
+            return
+        logging.getLogger("jobq.worker").info(
+            "worker child %d: SIGTERM from pid %d ignored (its worker decides)",
+            os.getpid(), sender,
+        )  # fmt: skip
 
 
 def _outcome_frame(outcome: Outcome) -> bytes:

@@ -123,7 +123,7 @@ class ProcessPool:
         ours, theirs = self._context.Pipe(duplex=True)
         process = self._context.Process(
             target=child_main.main, name="jobq-pool-child",
-            args=(self.app_path, self.database_url, theirs, self.log_setup),
+            args=(self.app_path, self.database_url, theirs, self.log_setup, os.getpid()),
             # Daemonic, so that no exit of the worker can leave one behind (multiprocessing
             # terminates those at exit); tasks in it cannot start multiprocessing children.
             daemon=True,

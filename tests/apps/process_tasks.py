@@ -75,7 +75,12 @@ def nap(seconds: float) -> int:
     return os.getpid()
 
 
-@app.task(timeout=1, retries=1, backoff=FixedBackoff(0))
+#: The timeout of runaway and ignores_term: long enough for their first statement (a
+#: connection of the child's own) on a busy machine.
+TIMEOUT = 3
+
+
+@app.task(timeout=TIMEOUT, retries=1, backoff=FixedBackoff(0))
 def runaway() -> int:
     """Attempt 1 busy-loops in pure Python forever (holding the GIL as it can); attempt 2
     records whether attempt 1's process still exists, and returns at once."""
@@ -98,7 +103,7 @@ def runaway() -> int:
     return task.attempt
 
 
-@app.task(timeout=1, retries=0)
+@app.task(timeout=TIMEOUT, retries=0)
 def ignores_term() -> None:
     """Ignores SIGTERM and sleeps: only SIGKILL stops it."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
