@@ -82,6 +82,8 @@ class Supervisor:
         )  # fmt: skip
         while not self._signals:
             self._look_after()
+            if os.getpid() == 1:
+                _reap_orphans({slot.process.pid for slot in self._slots if slot.process})
             if self.burst and all(slot.finished for slot in self._slots):
                 log.info("supervisor %d: every worker process has finished", os.getpid())
                 return 0
@@ -159,6 +161,24 @@ class Supervisor:
             if slot.process is not None and slot.process.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     slot.process.send_signal(signum)
+
+
+def _reap_orphans(ours: set[int]) -> None:
+    """As a container's PID 1, reap the exited processes handed to it: the fork server
+    and pool children of a worker process that was killed (by the OOM killer, say), which
+    would stay zombies otherwise. Its own processes are left to their Popen objects."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in ours:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                # "pid (name) state ppid ...": the name may hold spaces and parentheses.
+                state, ppid = stat.read().rsplit(")", 1)[1].split()[:2]
+        except OSError:
+            continue
+        if state == "Z" and ppid == "1":
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(int(entry), os.WNOHANG)
 
 
 def _exit_words(code: int) -> str:
