@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
 import click
@@ -223,6 +224,18 @@ def supervise(
     ctx: click.Context, processes: int, *, grace: float, burst: bool, database_url: str | None
 ) -> NoReturn:
     """Run ``processes`` workers with this command's options under a Supervisor; exit."""
+    env = dict(os.environ)
+    if database_url is not None:  # by the environment: no credentials in `ps` output
+        env["JOBQ_DATABASE_URL"] = database_url
+    code = Supervisor(process_command(ctx), processes, grace=grace, burst=burst, env=env).run()
+    sys.exit(code)
+
+
+def process_command(ctx: click.Context) -> Callable[[int], list[str]]:
+    """The argv of the k-th worker process of a supervisor: the options given to this
+    command (those left at their defaults are not repeated), less --processes and
+    --database-url (passed in the environment), with the supervisor's pid, and each its
+    own --worker-id (ID-k) and --metrics-port (P+k) where those were given."""
     options: list[str] = []
     for param in ctx.command.params:
         name = param.name
@@ -235,9 +248,6 @@ def supervise(
             options += [param.opts[0]] if value else []
         elif value is not None:
             options += [param.opts[0], str(value)]
-    env = dict(os.environ)
-    if database_url is not None:  # by the environment: no credentials in `ps` output
-        env["JOBQ_DATABASE_URL"] = database_url
     worker_id, port = ctx.params["worker_id"], ctx.params["metrics_port"]
 
     def command(k: int) -> list[str]:
@@ -248,8 +258,7 @@ def supervise(
             own += ["--metrics-port", str(port + k)]
         return [sys.executable, "-m", "jobq.cli", "worker", *options, *own]
 
-    code = Supervisor(command, processes, grace=grace, burst=burst, env=env).run()
-    sys.exit(code)
+    return command
 
 
 #: Options the supervisor does not pass on as given: it sets them for each process.
