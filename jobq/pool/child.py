@@ -59,6 +59,9 @@ def main(
     if log_setup is not None:
         logs.configure(*log_setup)
     app = load_app(app_path)
+    # Connections the fork server opened (an app module that connects on import) are its
+    # own: this process must not share their sockets, nor close them.
+    app.store.engine.dispose(close=False)
     if database_url is not None:
         from jobq.store import Store  # the worker's --database-url, for in-task reads
 
