@@ -6,9 +6,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
+
+import jobq
+from tests.apps.run_log import RunLog
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,3 +63,19 @@ class Workers:
             if started.process.poll() is None:
                 started.process.kill()
                 started.process.wait(timeout=30)
+
+
+def app_store(
+    app: jobq.App, log: RunLog | None, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[jobq.Store]:
+    """For a fixture: a Store on ``db_url`` that ``app`` (a test app run by worker
+    processes) uses too, $JOBQ_DATABASE_URL pointing there, and ``log``'s table empty."""
+    monkeypatch.setenv("JOBQ_DATABASE_URL", db_url)
+    store = jobq.Store(db_url)
+    monkeypatch.setattr(app, "_store", store)
+    if log is not None:
+        log.empty()
+    yield store
+    store.dispose()
+    if log is not None:
+        log.dispose()

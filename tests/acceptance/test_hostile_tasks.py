@@ -38,7 +38,7 @@ from tests.acceptance.test_cli import Cli, sqlite_only
 from tests.acceptance.test_worker_processes import wait_until
 from tests.apps import hostile
 from tests.helpers import set_columns
-from tests.worker_processes import Worker, Workers
+from tests.worker_processes import Worker, Workers, app_store
 
 pytestmark = pytest.mark.slow
 
@@ -56,13 +56,7 @@ EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
 @pytest.fixture
 def store(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[jobq.Store]:
     """The hostile app's Store on ``db_url``, with an empty runs table beside it."""
-    monkeypatch.setenv("JOBQ_DATABASE_URL", db_url)
-    store = jobq.Store(db_url)
-    monkeypatch.setattr(hostile.app, "_store", store)
-    hostile.LOG.empty()
-    yield store
-    store.dispose()
-    hostile.LOG.dispose()
+    yield from app_store(hostile.app, hostile.LOG, db_url, monkeypatch)
 
 
 @pytest.fixture

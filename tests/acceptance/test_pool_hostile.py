@@ -26,7 +26,7 @@ import jobq
 from jobq import Status
 from tests.acceptance.test_hostile_tasks import DEADLINE, alive_until, exits_by_itself, get, state
 from tests.apps import pool_app
-from tests.worker_processes import Workers
+from tests.worker_processes import Workers, app_store
 
 pytestmark = pytest.mark.slow
 
@@ -47,11 +47,7 @@ NOT_JSON = (
 @pytest.fixture
 def store(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[jobq.Store]:
     """A Store on ``db_url``, the app's too (its tasks enqueue into it)."""
-    monkeypatch.setenv("JOBQ_DATABASE_URL", db_url)
-    store = jobq.Store(db_url)
-    monkeypatch.setattr(pool_app.app, "_store", store)
-    yield store
-    store.dispose()
+    yield from app_store(pool_app.app, None, db_url, monkeypatch)
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from tests.acceptance.test_hostile_tasks import (
     stop,
 )
 from tests.apps import process_tasks
-from tests.worker_processes import Workers
+from tests.worker_processes import Workers, app_store
 
 pytestmark = pytest.mark.slow
 
@@ -39,13 +39,7 @@ POOL = ("--pool", "processes")
 @pytest.fixture
 def store(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[jobq.Store]:
     """The test app's Store on ``db_url``, with an empty runs table beside it."""
-    monkeypatch.setenv("JOBQ_DATABASE_URL", db_url)
-    store = jobq.Store(db_url)
-    monkeypatch.setattr(process_tasks.app, "_store", store)
-    process_tasks.LOG.empty()
-    yield store
-    store.dispose()
-    process_tasks.LOG.dispose()
+    yield from app_store(process_tasks.app, process_tasks.LOG, db_url, monkeypatch)
 
 
 @pytest.fixture

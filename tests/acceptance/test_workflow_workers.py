@@ -28,7 +28,7 @@ from jobq import Status
 from jobq.schema import task_edges, tasks, workflows
 from tests.acceptance.test_worker_processes import wait_until
 from tests.apps import workflows as flows
-from tests.worker_processes import Worker, Workers
+from tests.worker_processes import Worker, Workers, app_store
 
 pytestmark = pytest.mark.slow
 
@@ -41,13 +41,7 @@ WITH_ITS_WORKFLOW = "cancelled with its workflow"
 def store(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[jobq.Store]:
     """A Store on ``db_url``, the app's too (signatures enqueue into it), with an empty
     runs table beside it."""
-    monkeypatch.setenv("JOBQ_DATABASE_URL", db_url)
-    store = jobq.Store(db_url)
-    monkeypatch.setattr(flows.app, "_store", store)
-    flows.LOG.empty()
-    yield store
-    store.dispose()
-    flows.LOG.dispose()
+    yield from app_store(flows.app, flows.LOG, db_url, monkeypatch)
 
 
 @pytest.fixture
