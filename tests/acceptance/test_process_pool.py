@@ -140,7 +140,8 @@ def test_cancel_of_a_running_sync_task_kills_its_child(store: jobq.Store, worker
     """A sync task asleep for ten minutes is cancelled while it runs: its child is killed,
     the run ends cancelled at once (not when the sleep would end), the worker goes on. A
     SIGTERM sent to that child by anyone but its worker (a platform signalling every
-    process) is ignored: the run goes on until the cancel."""
+    process) is ignored: the run goes on until the cancel. A child killed with -9 from
+    outside fails its run "worker child died: signal 9 (SIGKILL)"."""
     napper = process_tasks.nap.enqueue(seconds=600)
     worker = workers.start("--concurrency", "2", *POOL)
     alive_until(worker, lambda: len(runs(napper)) == 1)
@@ -155,6 +156,13 @@ def test_cancel_of_a_running_sync_task_kills_its_child(store: jobq.Store, worker
         os.kill(run["pid"], 0)
     after = process_tasks.pid.enqueue()
     alive_until(worker, lambda: get(store, after).status is Status.DONE)
+
+    # A child killed with -9 from outside (the OOM killer) fails its run, saying so.
+    doomed = process_tasks.doomed.enqueue()
+    alive_until(worker, lambda: len(runs(doomed)) == 1)
+    os.kill(runs(doomed)[0]["pid"], signal.SIGKILL)
+    alive_until(worker, lambda: get(store, doomed).status is Status.FAILED)
+    assert get(store, doomed).error == "worker child died: signal 9 (SIGKILL)"
     stop(worker)
     assert get(store, napper).attempt == 1
 

@@ -112,6 +112,14 @@ def ignores_term() -> None:
 
 
 @app.task(retries=0)
+def doomed() -> None:
+    """Sleeps ten minutes, its one attempt (the tests kill its process, as the OOM killer
+    would)."""
+    _started()
+    time.sleep(600)
+
+
+@app.task(retries=0)
 def segfault() -> None:
     """Reads address 0: its process dies of SIGSEGV."""
     ctypes.string_at(0)
