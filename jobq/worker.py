@@ -293,9 +293,11 @@ class Worker:
                 # Tasks waiting for the lock keys just freed are capturable now.
                 self._capture_again = False
                 continue
-            self._collect(
-                wait=self.poll_interval if not self._runs else min(self.poll_interval, 0.05)
-            )
+            wait = self.poll_interval if not self._runs else min(self.poll_interval, 0.05)
+            if free > 0 and not worth_it:
+                # Free slots wait for the others only until _CAPTURE_WAIT is up.
+                wait = min(wait, max(_CAPTURE_WAIT - (now - last_capture), 0.001))
+            self._collect(wait=wait)
 
     def _held_back(self) -> bool:
         """Whether tasks wait in limited queues that are full now (burst mode keeps going)."""
