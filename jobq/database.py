@@ -31,7 +31,7 @@ from jobq.errors import (
     first_line,
 )
 from jobq.prepared import Prepared
-from jobq.urls import parse_url, safe_url, scrub, shown_url
+from jobq.urls import POOLER_PARAMETER, parse_url, safe_url, scrub, shown_url, take_pooler
 
 DEFAULT_DATABASE_URL = "sqlite:///jobq.db"
 # Driver connections run() keeps for reuse; more are closed after use.
@@ -54,7 +54,12 @@ def database_url(explicit: str | sa.URL | None = None) -> str | sa.URL:
 class Database:
     """A SQLAlchemy engine configured for jobq, with its Dialect."""
 
-    def __init__(self, url_or_engine: str | sa.URL | Engine | None = None) -> None:
+    def __init__(
+        self,
+        url_or_engine: str | sa.URL | Engine | None = None,
+        *,
+        listen_url: str | sa.URL | None = None,
+    ) -> None:
         given: str | sa.URL
         if isinstance(url_or_engine, Engine):
             engine = url_or_engine
@@ -62,8 +67,10 @@ class Database:
             self.dialect = dialect_for(engine.url)
         else:
             given = database_url(url_or_engine)
-            url = parse_url(given)
+            url, pooler = take_pooler(parse_url(given), given)
             self.dialect = dialect_for(url, given)
+            if pooler is not None:
+                self.dialect.through_pooler(pooler, safe_url(given))
             url = self.dialect.normalize_url(url)
             try:
                 engine = sa.create_engine(url, **self.dialect.engine_options(url))
@@ -78,6 +85,8 @@ class Database:
             self.dialect.configure_own_engine(engine)
         self.dialect.configure_engine(engine)
         self.engine: Engine = engine
+        if listen_url is not None:
+            self.listen_on(listen_url)
         # The URL as given: where it held a raw '@', its text shows what parsing lost.
         self._given = given
         # Same pool; connections checked out through it run each statement in autocommit.
@@ -98,6 +107,20 @@ class Database:
 
     def __repr__(self) -> str:
         return safe_url(self._given)
+
+    def listen_on(self, listen_url: str | sa.URL) -> None:
+        """LISTEN on ``listen_url`` (the server's own, beside a pooled URL), not on the
+        engine's; InvalidDatabaseURL if it is not one of the same kind of database."""
+        url = parse_url(listen_url)
+        if dialect_for(url, listen_url).name != self.dialect.name:
+            raise InvalidDatabaseURL(
+                url=safe_url(listen_url), reason=f"the listen URL is not {self.dialect.name}'s"
+            )
+        if url.query.get(POOLER_PARAMETER) is not None:
+            raise InvalidDatabaseURL(
+                url=safe_url(listen_url), reason="LISTEN needs the server's own URL, no pooler"
+            )
+        self.dialect.listen_url = self.dialect.normalize_url(url)
 
     def dispose(self) -> None:
         """Close every pooled connection."""

@@ -62,6 +62,10 @@ class RequiresPostgreSQL(JobqError):
     """{feature} requires PostgreSQL; this database is {database}."""
 
 
+class NeedsSession(JobqError):
+    """{what} needs a session of its own; a transaction pooler (jobq_pooler) keeps none: {advice}"""
+
+
 class LockNotAcquired(JobqError):
     """Could not acquire {kind} {name!r} within {wait:g} s: another holder has it."""
 

@@ -54,9 +54,15 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits, Pauses, Workf
     """Tasks in SQL rows: enqueue, capture, set_status, heartbeat, rescue, prune."""
 
     def __init__(
-        self, url_or_engine: str | sa.URL | Engine | None = None, *, backoff: Backoff | None = None
+        self,
+        url_or_engine: str | sa.URL | Engine | None = None,
+        *,
+        backoff: Backoff | None = None,
+        listen_url: str | sa.URL | None = None,
     ) -> None:
-        self.db = Database(url_or_engine)
+        """``listen_url``: where workers and waiters LISTEN, when the URL goes through a
+        transaction pooler (``?jobq_pooler=transaction``): the server's own."""
+        self.db = Database(url_or_engine, listen_url=listen_url)
         self.engine: Engine = self.db.engine
         self.dialect = self.db.dialect
         # Decodes raw task rows with SQLAlchemy's type processors.

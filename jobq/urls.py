@@ -45,6 +45,28 @@ def parse_url(url: str | sa.URL) -> sa.URL:
     return parsed
 
 
+#: The query parameter that tells jobq its connections go through a pooler, and which
+#: kind: ``jobq_pooler=transaction`` (PgBouncer's pool_mode = transaction, say). jobq
+#: takes it out of the URL before the driver sees it.
+POOLER_PARAMETER = "jobq_pooler"
+#: The poolers jobq knows how to work through.
+POOLERS = ("transaction",)
+
+
+def take_pooler(url: sa.URL, given: str | sa.URL) -> tuple[sa.URL, str | None]:
+    """``url`` without its jobq_pooler parameter, and that parameter's value (None: the
+    URL is the server's own); InvalidDatabaseURL for a value jobq does not know."""
+    pooler = url.query.get(POOLER_PARAMETER)
+    if pooler is None:
+        return url, None
+    if not isinstance(pooler, str) or pooler not in POOLERS:
+        raise InvalidDatabaseURL(
+            url=safe_url(given),
+            reason=f"{POOLER_PARAMETER} must be one of {', '.join(POOLERS)}, not {pooler!r}",
+        )
+    return url.difference_update_query([POOLER_PARAMETER]), pooler
+
+
 def safe_url(url: str | sa.URL) -> str:
     """``url`` for people to read: no piece of its credentials, wherever they are in it.
 

@@ -174,6 +174,11 @@ class Worker:
         workflow_results.serve(self.store)  # jobq.parent_results() in its tasks
         if self.store.listen(self._on_enqueued, self._stop_listening, self.outage):
             log.info("woken by the database on enqueue; polling every %gs too", self.poll_interval)
+        elif self.store.dialect.pooler is not None:
+            log.info(
+                "polling every %gs: LISTEN cannot go through a transaction pooler; give "
+                "--listen-url (the server's own URL) to be woken on enqueue", self.poll_interval,
+            )  # fmt: skip
         try:
             self._work()
         finally:

@@ -35,9 +35,11 @@ def required() -> set[str]:
 
 def missing(backend: str) -> None:
     """Skip for want of ``backend``, or fail when the run requires it."""
-    reason = f"{backend} not configured: set {ENV[backend]}"
+    reason = f"{backend} not configured: set {ENV.get(backend)}"
     if backend == "tigerbeetle":
         reason = "no tigerbeetle server binary: put one on PATH or set JOBQ_TEST_TIGERBEETLE_BIN"
+    if backend == "pgbouncer":
+        reason = "no pgbouncer on PATH (Debian: apt-get install pgbouncer)"
     if backend in required():
         pytest.fail(f"{reason} (required by JOBQ_TEST_REQUIRE)")
     pytest.skip(reason)

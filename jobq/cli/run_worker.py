@@ -140,6 +140,12 @@ CLUSTER_ID = UnsignedInt(128)
     "--database-url", envvar="JOBQ_DATABASE_URL", default=None,
     help="Database URL (env: JOBQ_DATABASE_URL); default: the app's own.",
 )  # fmt: skip
+@click.option(
+    "--listen-url", envvar="JOBQ_LISTEN_URL", default=None,
+    help="PostgreSQL's own URL, to LISTEN for enqueues on when the database URL goes "
+    "through a transaction pooler (?jobq_pooler=transaction), which cannot keep a LISTEN; "
+    "without it such a worker polls (env: JOBQ_LISTEN_URL).",
+)  # fmt: skip
 @click.pass_context
 def worker(
     ctx: click.Context,
@@ -168,6 +174,7 @@ def worker(
     log_level: str,
     log_format: str,
     database_url: str | None,
+    listen_url: str | None,
 ) -> None:
     """Run the app's tasks: capture, execute, record.
 
@@ -186,13 +193,18 @@ def worker(
         app = load_app(app_path)
         if database_url is not None:
             app.store = Store(database_url)
+        if listen_url is not None:
+            app.store.db.listen_on(listen_url)
         if processes > 1:
             # Clear errors once here, rather than from N processes started again and again.
             app.store.check_schema()
             app.store.dispose()
             if limiter == "tigerbeetle" and tigerbeetle_addresses is None:
                 raise click.UsageError("--limiter tigerbeetle needs --tigerbeetle-addresses")
-            supervise(ctx, processes, grace=grace, burst=burst, database_url=database_url)
+            supervise(
+                ctx, processes, grace=grace, burst=burst,
+                urls={"JOBQ_DATABASE_URL": database_url, "JOBQ_LISTEN_URL": listen_url},
+            )  # fmt: skip
         names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
         metrics = _metrics(metrics_port, metrics_host)
         running = Worker(
@@ -221,12 +233,18 @@ def worker(
 
 
 def supervise(
-    ctx: click.Context, processes: int, *, grace: float, burst: bool, database_url: str | None
+    ctx: click.Context,
+    processes: int,
+    *,
+    grace: float,
+    burst: bool,
+    urls: dict[str, str | None],
 ) -> NoReturn:
-    """Run ``processes`` workers with this command's options under a Supervisor; exit."""
+    """Run ``processes`` workers with this command's options under a Supervisor; exit.
+    ``urls``: the database URLs given, by the variable that passes each on."""
     env = dict(os.environ)
-    if database_url is not None:  # by the environment: no credentials in `ps` output
-        env["JOBQ_DATABASE_URL"] = database_url
+    # By the environment: no credentials in `ps` output.
+    env.update({name: url for name, url in urls.items() if url is not None})
     code = Supervisor(process_command(ctx), processes, grace=grace, burst=burst, env=env).run()
     sys.exit(code)
 
@@ -235,7 +253,8 @@ def process_command(ctx: click.Context) -> Callable[[int], list[str]]:
     """The argv of the k-th worker process of a supervisor: the options given to this
     command (those left at their defaults are not repeated), less --processes and
     --database-url (passed in the environment), with the supervisor's pid, and each its
-    own --worker-id (ID-k) and --metrics-port (P+k) where those were given."""
+    own --worker-id (ID-k) and --metrics-port (P+k) where those were given. The URLs
+    (--database-url, --listen-url) go in the environment."""
     options: list[str] = []
     for param in ctx.command.params:
         name = param.name
@@ -262,7 +281,9 @@ def process_command(ctx: click.Context) -> Callable[[int], list[str]]:
 
 
 #: Options the supervisor does not pass on as given: it sets them for each process.
-_NOT_PASSED_ON = {"processes", "database_url", "supervisor_pid", "worker_id", "metrics_port"}
+_NOT_PASSED_ON = {
+    "processes", "database_url", "listen_url", "supervisor_pid", "worker_id", "metrics_port",
+}  # fmt: skip
 
 
 def _limiter(kind: str, addresses: str | None, cluster: int, timeout: float) -> Limiter | None:

@@ -16,7 +16,13 @@ from sqlalchemy.engine import Connection, Engine
 
 from jobq.dialects.predicates import CapturePredicates
 from jobq.dialects.room import GIGABYTE, Room
-from jobq.errors import JobqError, LockNotAcquired, RequiresPostgreSQL
+from jobq.errors import (
+    InvalidDatabaseURL,
+    JobqError,
+    LockNotAcquired,
+    NeedsSession,
+    RequiresPostgreSQL,
+)
 from jobq.outage import Outage
 from jobq.payload import encode_args_array
 from jobq.prepared import Prepared, RowReader
@@ -68,6 +74,23 @@ class Dialect(CapturePredicates):
 
     def __init__(self) -> None:
         self._statements: dict[Any, Any] = {}
+        #: How jobq's connections reach the server: None (directly), or through a pooler
+        #: of this kind ("transaction": each transaction may get another server session).
+        self.pooler: str | None = None
+        #: Where to LISTEN, when not on the engine's own URL: a direct connection beside
+        #: a pooled one (jobq worker --listen-url).
+        self.listen_url: sa.URL | None = None
+
+    def through_pooler(self, pooler: str, url: str) -> None:
+        """Work through a ``pooler`` (jobq_pooler= of ``url``, as shown), or refuse."""
+        raise InvalidDatabaseURL(
+            url=url, reason=f"jobq_pooler is for PostgreSQL; this database is {self.name}"
+        )
+
+    def refuse_without_session(self, what: str, advice: str) -> None:
+        """Raise NeedsSession for ``what`` if this database is reached through a pooler."""
+        if self.pooler is not None:
+            raise NeedsSession(what=what, advice=advice)
 
     def memo(self, key: Any, build: Any) -> Any:
         """The statement cached under ``key``, built by ``build()`` on first use.

@@ -45,9 +45,7 @@ _MIGRATION_KEY = int.from_bytes(
 
 def _session_settings(dbapi_connection: Any, _record: Any) -> None:
     """See configure_own_engine."""
-    # In UTC by name, psycopg gives times with datetime.UTC itself, which jobq's rows keep
-    # as they are; in the server's zone (Etc/UTC here, say) each time would be converted.
-    dbapi_connection.execute("SET TIME ZONE 'UTC'")
+    _utc(dbapi_connection)
     version = dbapi_connection.info.server_version
     if version >= 110000:
         # A generic plan of capture is costed for a tenth of the waiting rows (it cannot
@@ -57,6 +55,16 @@ def _session_settings(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.execute("SET jit = off")
     if version >= 120000:  # plan_cache_mode is new in 12
         dbapi_connection.execute("SET plan_cache_mode = force_generic_plan")
+    dbapi_connection.commit()
+
+
+def _utc(dbapi_connection: Any, _record: Any = None) -> None:
+    """The session's time zone: UTC. Through a transaction pooler too: PgBouncer keeps a
+    client's TimeZone (as the server reports it) and sets it on each server session the
+    client gets, as it does for no other setting of configure_own_engine's."""
+    # In UTC by name, psycopg gives times with datetime.UTC itself, which jobq's rows keep
+    # as they are; in the server's zone (Etc/UTC here, say) each time would be converted.
+    dbapi_connection.execute("SET TIME ZONE 'UTC'")
     dbapi_connection.commit()
 
 
@@ -71,7 +79,25 @@ class PostgresDialect(Dialect):
             return url.set(drivername="postgresql+psycopg")
         return url
 
+    def through_pooler(self, pooler: str, url: str) -> None:
+        self.pooler = pooler
+
+    def engine_options(self, url: sa.URL) -> dict[str, Any]:
+        if self.pooler is None:
+            return {}
+        # psycopg prepares a statement it has run 5 times, in the server session it ran
+        # on; through a transaction pooler the next run may get another session, where
+        # that statement does not exist (PgBouncer keeps them from 1.21, with
+        # max_prepared_statements; Debian 12's is 1.18). Each statement is planned anew.
+        return {"connect_args": {"prepare_threshold": None}}
+
     def configure_own_engine(self, engine: Engine) -> None:
+        if self.pooler is not None:
+            # jit and plan_cache_mode would stay set on whichever server session ran the
+            # SET, for other clients, and be missing from the next one: not set at all
+            # (with nothing prepared there are no generic plans to cost anyway).
+            event.listen(engine, "connect", _utc)
+            return
         # psycopg prepares a statement it has run 5 times; PostgreSQL then plans it once
         # for any parameters (a generic plan) only if that plan's estimate is no worse
         # than the plans it made for the values given. A generic plan cannot know a
@@ -231,11 +257,22 @@ class PostgresDialect(Dialect):
         stop: Any,
         outage: Outage | None = None,
     ) -> bool:
+        url = self._listen_url(engine)
+        if url is None:
+            return False
+
         def on_payload(payload: str | None) -> None:
             on_enqueued(None if payload is None else {q for q in payload.split(",") if q})
 
-        _start_listening(engine.url, CHANNEL, on_payload, stop, outage, "jobq-listen")
+        _start_listening(url, CHANNEL, on_payload, stop, outage, "jobq-listen")
         return True
+
+    def _listen_url(self, engine: Engine) -> sa.URL | None:
+        """Where to LISTEN: the listen URL given, else the engine's own unless that goes
+        through a transaction pooler (which would hand the LISTEN's session to others)."""
+        if self.listen_url is not None:
+            return self.listen_url
+        return engine.url if self.pooler is None else None
 
     def listen_for_ends(
         self,
@@ -254,7 +291,10 @@ class PostgresDialect(Dialect):
                 return  # not revision 0009's trigger: someone else's NOTIFY on the channel
             on_ended(task_id)
 
-        _start_listening(engine.url, ENDED_CHANNEL, on_payload, stop, outage, "jobq-listen-ends")
+        url = self._listen_url(engine)
+        if url is None:
+            return False
+        _start_listening(url, ENDED_CHANNEL, on_payload, stop, outage, "jobq-listen-ends")
         return True
 
     def is_missing_schema(self, error: sa.exc.DBAPIError) -> bool:
@@ -271,6 +311,12 @@ class PostgresDialect(Dialect):
         return getattr(error.orig, "sqlstate", None) in _CONFLICTS
 
     def advisory_lock_statement(self, *, session: bool) -> sa.Executable:
+        if session:
+            self.refuse_without_session(
+                "A session advisory lock (AdvisoryLock(session=True))",
+                "take it without session=True (held by its own transaction), or use a "
+                "Mutex or Lease, or give the lock a Store on the server's own URL",
+            )
         key = sa.bindparam("key", type_=sa.BigInteger)
         take = sa.func.pg_try_advisory_lock if session else sa.func.pg_try_advisory_xact_lock
         return sa.select(take(key, type_=sa.Boolean))
@@ -284,6 +330,9 @@ class PostgresDialect(Dialect):
         # Session-level, not pg_advisory_xact_lock, to behave as the other dialects do:
         # held from before the upgrade's transaction begins until after it commits.
         # pg_advisory_lock waits without end; lock_timeout, for this transaction, bounds it.
+        self.refuse_without_session(
+            "A migration (its lock)", "run `jobq migrate` with the server's own URL"
+        )
         timeout_ms = round(self.migration_lock_wait * 1000)
         conn.exec_driver_sql(f"SET LOCAL lock_timeout = {timeout_ms}")
         try:
