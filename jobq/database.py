@@ -104,6 +104,8 @@ class Database:
         os.register_at_fork(after_in_child=lambda: (method := forget()) and method())
         self._driver_error: type[Exception] = engine.dialect.loaded_dbapi.Error
         self._raw_ok = self.dialect.raw_connections_ok(engine)
+        if self.dialect.raw_from_pool:
+            _ping_when_idle_long(engine)
 
     def __repr__(self) -> str:
         return safe_url(self._given)
@@ -200,6 +202,8 @@ class Database:
 
     def _run_raw(self, sql: str, params: Any, read: Callable[[Any], _T]) -> _T:
         """Run one statement on a driver connection of our own, reused across calls."""
+        if self.dialect.raw_from_pool:
+            return self._run_pooled_raw(sql, params, read)
         raw = self._raw_connection()
         cursor = None
         try:
@@ -231,6 +235,38 @@ class Database:
             self._idle.append((raw, time.monotonic()))
         else:
             _close_quietly(raw)
+        return outcome
+
+    def _run_pooled_raw(self, sql: str, params: Any, read: Callable[[Any], _T]) -> _T:
+        """_run_raw on a driver connection borrowed from the engine's pool and given back,
+        so that one thread's statements, raw or not, hold one connection between them."""
+        try:
+            pooled = self.engine.raw_connection()
+        except (sa.exc.DBAPIError, self._driver_error) as error:
+            raise self.unavailable(error) from None
+        cursor = None
+        try:
+            self.dialect.prepare_raw(pooled.dbapi_connection)
+            cursor = pooled.cursor()
+            cursor.execute(sql, params)
+            outcome = read(cursor)
+            cursor.close()
+        except self._driver_error as error:
+            lost = self.engine.dialect.is_disconnect(error, pooled.dbapi_connection, cursor)
+            if lost:
+                pooled.invalidate()
+            wrapped = sa.exc.DBAPIError.instance(
+                sql, params, error, self._driver_error,
+                connection_invalidated=lost, dialect=self.engine.dialect,
+            )  # fmt: skip
+            raise self.translate(wrapped) from None
+        except BaseException:
+            pooled.invalidate()  # interrupted mid-statement: its state is unknown
+            raise
+        finally:
+            if pooled.is_valid:
+                self.dialect.unprepare_raw(pooled.dbapi_connection)
+                pooled.close()  # back to the pool, idle
         return outcome
 
     def write(
@@ -278,7 +314,9 @@ class Database:
         return bool(dispatch.before_cursor_execute or dispatch.after_cursor_execute)
 
     def _forget_idle_connections(self) -> None:
+        """In a forked child: drop the parent's connections, unclosed (they are its)."""
         self._idle = []
+        self.engine.dispose(close=False)
 
     def _close_idle(self) -> None:
         """Close the idle driver connections (other threads may take some meanwhile)."""
@@ -398,6 +436,27 @@ def _close_quietly(raw: Any) -> None:
 def _rollback_quietly(raw: Any) -> None:
     with suppress(Exception):
         raw.rollback()
+
+
+def _ping_when_idle_long(engine: Engine) -> None:
+    """Ping a pooled connection idle for PING_AFTER s before it is used, and replace it if
+    the server closed it meanwhile (a restart, a timeout): as run() does for its own."""
+
+    def checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info["jobq_idle_since"] = time.monotonic()
+
+    def checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get("jobq_idle_since")
+        if since is None or time.monotonic() - since < PING_AFTER:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception:
+            raise sa.exc.DisconnectionError() from None  # the pool connects anew
+
+    if not sa.event.contains(engine, "checkout", checkout):
+        sa.event.listen(engine, "checkin", checkin)
+        sa.event.listen(engine, "checkout", checkout)
 
 
 def dialect_for(url: sa.URL, given: str | sa.URL | None = None) -> Dialect:

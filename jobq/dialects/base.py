@@ -145,8 +145,17 @@ class Dialect(CapturePredicates):
         """Whether driver connections may be detached from ``engine``'s pool and reused."""
         return True
 
+    #: Database.run borrows its driver connections from the engine's pool and gives them
+    #: back (instead of keeping detached ones of its own): where setting a connection up
+    #: for it and back costs no round trip, so that a worker holds one connection for
+    #: all its statements (PostgreSQL).
+    raw_from_pool: ClassVar[bool] = False
+
     def prepare_raw(self, raw: Any) -> None:
         """Set up a driver connection that Database.run will own (autocommit, say)."""
+
+    def unprepare_raw(self, raw: Any) -> None:
+        """Undo prepare_raw on a connection going back to the engine's pool (raw_from_pool)."""
 
     def raw_begin(self, cursor: Any) -> None:
         """Start the transaction around one statement run on a raw driver cursor, if any."""

@@ -107,8 +107,15 @@ class PostgresDialect(Dialect):
         # plans), so its own connections always use them (PostgreSQL 12 and later).
         event.listen(engine, "connect", _session_settings)
 
+    # Setting psycopg's autocommit on an idle connection sends nothing to the server, and
+    # the pool's rollback at check-in sends nothing either when no transaction is open.
+    raw_from_pool = True
+
     def prepare_raw(self, raw: Any) -> None:
         raw.autocommit = True  # each statement Database.run sends is atomic on its own
+
+    def unprepare_raw(self, raw: Any) -> None:
+        raw.autocommit = False  # as SQLAlchemy's own units expect it
 
     def row_reader(
         self, columns: Sequence[sa.ColumnElement[Any]], engine: Engine
