@@ -468,6 +468,19 @@ def list_locks(store: Store) -> list[HeldLock]:
     return found
 
 
+def lease_owner(store: Store, name: str) -> str | None:
+    """The owner of lease ``name`` while it is unexpired, else None."""
+    stmt = store.dialect.memo(
+        "lease owner",
+        lambda: sa.select(l.owner).where(
+            l.name == _NAME, l.kind == Lease.kind, l.expires_at >= store.dialect.now()
+        ),
+    )
+    with store.db.unit(read_only=True) as conn:
+        owner: str | None = conn.execute(stmt, {"lock_name": name}).scalar()
+    return owner
+
+
 def release(store: Store, name: str) -> bool:
     """Free lock ``name`` by hand, whoever holds it: a mutex, a lease, or a timeout lock's
     period. False if there is no such lock (a task's lock key ends with its run)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import queue
 import socket
@@ -20,9 +21,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from jobq import executor, locks, stop_signals
+from jobq import executor, stop_signals
 from jobq.app import App
-from jobq.durations import format_duration
 from jobq.errors import DatabaseUnavailable, JobqError, first_line
 from jobq.executor import Outcome
 from jobq.lifecycle.run_control import RunControl
@@ -36,8 +36,8 @@ from jobq.overruns import Overruns
 from jobq.registry import TaskDefinition
 from jobq.runner import Run, Runner
 from jobq.tasks import CANCEL_REQUESTED, DEFAULT_LEASE, Completion, Leases, Status, Task
+from jobq.upkeep import Upkeep
 from jobq.validation import check_int, check_key, check_seconds, queue_list
-from jobq.worker_registry import FORGET_AFTER
 from jobq.workflows import in_task as workflow_results
 
 if TYPE_CHECKING:
@@ -47,6 +47,9 @@ log = logging.getLogger("jobq.worker")
 
 Fence = tuple[int, int]
 
+#: Seconds an idle worker's looks may rely on the queues' limits as read before (a busy
+#: one: jobq.limits.sql.LIMITS_REFRESH).
+IDLE_LIMITS_AGE = 30.0
 #: Seconds free slots may wait for the others to free up before a capture anyway.
 _CAPTURE_WAIT = 0.01
 #: Seconds within which a supervised process takes a repeated SIGTERM for the same stop.
@@ -68,6 +71,7 @@ class Worker:
         lease: float | None = None,
         grace: float = 30.0,
         poll_interval: float = 0.5,
+        max_poll_interval: float | None = None,
         burst: bool = False,
         burst_wait: float = 5.0,
         worker_id: str | None = None,
@@ -82,6 +86,8 @@ class Worker:
         check_int("concurrency", concurrency, minimum=1)
         check_seconds("grace", grace)
         check_seconds("poll_interval", poll_interval, positive=True)
+        if max_poll_interval is not None:
+            check_seconds("max_poll_interval", max_poll_interval, positive=True)
         check_seconds("rescue_interval", rescue_interval, positive=True)
         check_seconds("burst_wait", burst_wait)
         if lease is not None:
@@ -102,6 +108,13 @@ class Worker:
         self._definitions: dict[tuple[str, float | None], TaskDefinition | None] = {}
         self.grace = grace
         self.poll_interval = poll_interval
+        #: While looks find nothing, the wait between them doubles up to this (default:
+        #: 4 x poll_interval), so that idle workers cost the database little.
+        self.max_poll_interval = max(max_poll_interval or 4 * poll_interval, poll_interval)
+        self._idle_polls = 0
+        # time.monotonic() when a retry or snooze this worker recorded falls due (the
+        # earliest not yet looked for).
+        self._next_due = math.inf
         self.burst = burst
         #: In burst mode, the worker exits only once no task of its queues falls due
         #: within this many seconds (a retry due a moment later is run first).
@@ -123,6 +136,9 @@ class Worker:
         self.outage = Outage()
         #: Counts of what happened: done, failed, released, stale, lost, timed_out, ...
         self.stats: Counter[str] = Counter()
+        #: Rescue, workflow sweeps and purges, every ``rescue_interval`` s, done by the one
+        #: worker of the database that holds the upkeep lease.
+        self._upkeep = Upkeep(self.store, self.worker_id, rescue_interval, self._failed, self.stats)
         self._runs: dict[Fence, Run] = {}
         # Finished runs; None is a nudge from the database's notifications: tasks arrived.
         self._finished: queue.SimpleQueue[tuple[Fence, Outcome] | None] = queue.SimpleQueue()
@@ -183,6 +199,7 @@ class Worker:
             self._work()
         finally:
             self._stop_listening.set()
+            self._upkeep.resign()
             self._runner.shutdown()
             if self.pool is not None:
                 self.stats.update(self.pool.stats)  # children_died, children_recycled, ...
@@ -241,7 +258,7 @@ class Worker:
     # --- the loop ---------------------------------------------------------------------
 
     def _work(self) -> None:
-        next_heartbeat = next_rescue = last_capture = 0.0
+        next_heartbeat = last_capture = 0.0
         while True:
             self._collect(wait=0)
             now = time.monotonic()
@@ -251,11 +268,7 @@ class Worker:
                 next_heartbeat = now + self._heartbeat_interval()
             if self._control.due(now, bool(self._runs)):
                 self._control_runs(now)
-            if now >= next_rescue:
-                self._rescue()
-                self._purge_leases()  # one indexed DELETE; expired leases are upkeep too
-                self._forget_workers()  # a DELETE on a table of a few rows
-                next_rescue = now + self.rescue_interval
+            self._upkeep.tick(now, busy=bool(self._runs))  # rescue and the rest, if elected
             if self._stopping.is_set():
                 self._record()
                 if not self._unsettled() and not self._unrecorded:
@@ -278,6 +291,11 @@ class Worker:
             recorded_failures = any(end.status is Status.FAILED for end in self._unrecorded)
             if free > 0 and worth_it:
                 self._captured_at = time.monotonic()
+                if now >= self._next_due:
+                    self._next_due = math.inf  # this capture looks for what fell due
+                # An idle look may read the queues' limits less often: a plain capture
+                # leaves every limited queue out whatever it knows of them.
+                self.store.limits_max_age = IDLE_LIMITS_AGE if self._idle_polls else None
                 captured = self._capture(free)  # records finished runs in the same commit
                 last_capture = now
             else:
@@ -290,6 +308,8 @@ class Worker:
                 next_heartbeat = min(next_heartbeat, time.monotonic() + shortest / 3)
             idle = not captured and not self._runs and not self._unrecorded
             done = idle and not recorded_failures and not self._capture_again
+            # Empty looks in a row: the wait between them grows (see _idle_wait).
+            self._idle_polls = self._idle_polls + 1 if done and free > 0 and worth_it else 0
             if self.burst and done and not self._held_back() and self._burst_over():
                 return
             if captured and len(captured) == free:
@@ -298,11 +318,20 @@ class Worker:
                 # Tasks waiting for the lock keys just freed are capturable now.
                 self._capture_again = False
                 continue
-            wait = self.poll_interval if not self._runs else min(self.poll_interval, 0.05)
+            wait = self._idle_wait(now) if not self._runs else min(self.poll_interval, 0.05)
             if free > 0 and not worth_it:
                 # Free slots wait for the others only until _CAPTURE_WAIT is up.
                 wait = min(wait, max(_CAPTURE_WAIT - (now - last_capture), 0.001))
             self._collect(wait=wait)
+
+    def _idle_wait(self, now: float) -> float:
+        """Seconds to wait, with nothing running, before the next look for due tasks: from
+        --poll-interval, doubling with each empty look up to --max-poll-interval, but no
+        later than a retry or snooze this worker recorded falls due. An enqueue the worker
+        hears of (LISTEN) ends the wait at once."""
+        streak = max(self._idle_polls - 1, 0)
+        wait = min(self.poll_interval * 2 ** min(streak, 16), self.max_poll_interval)
+        return max(min(wait, self._next_due - now), 0.001)
 
     def _held_back(self) -> bool:
         """Whether tasks wait in limited queues that are full now (burst mode keeps going)."""
@@ -432,6 +461,7 @@ class Worker:
                 break
         for item in finished:
             if item is None:
+                self._idle_polls = 0  # tasks arrived: look again soon, and often
                 continue  # a nudge: the caller's loop captures next
             fence, outcome = item
             run = self._runs.pop(fence, None)
@@ -457,6 +487,11 @@ class Worker:
 
     def _end(self, run: Run, completion: Completion) -> None:
         """Queue ``completion`` of ``run`` for the next write."""
+        if completion.status in (Status.FAILED, Status.QUEUED):
+            # Its retry (or the end of its snooze) is due then: look for it in time. A
+            # delay the store's backoff decides is unknown here: look again soon.
+            delay = self.poll_interval if completion.retry_delay is None else completion.retry_delay
+            self._next_due = min(self._next_due, time.monotonic() + delay)
         if run.task.workflow_id is not None:  # its end settles the nodes after it
             completion = dataclasses.replace(completion, in_workflow=True)
         self._unrecorded.append(completion)
@@ -564,44 +599,6 @@ class Worker:
             CANCEL_REQUESTED.add(fence)
             log.info("task %d attempt %d: cancel requested; stopping it", *fence)
             self._runner.cancel(self._runs[fence])
-
-    def _rescue(self) -> None:
-        try:
-            rescued = self.store.rescue()
-        except JobqError as error:
-            self._failed("rescue", error)
-            return
-        self.outage.reached()
-        if rescued:
-            self.stats["rescued"] += rescued
-            log.info("rescued %d task(s) whose lease had expired", rescued)
-        try:
-            settled = self.store.sweep_workflows()
-        except JobqError as error:
-            self._failed("settling workflows", error)
-            return
-        if settled:
-            log.info("settled %d workflow node(s) that no end had settled", settled)
-
-    def _purge_leases(self) -> None:
-        try:
-            purged = locks.purge(self.store)
-        except JobqError as error:
-            self._failed("purging expired leases", error)
-            return
-        if purged:
-            log.info("purged %d expired lease(s)", purged)
-
-    def _forget_workers(self) -> None:
-        """Drop the registry rows of workers unseen for FORGET_AFTER s: they died without
-        unregistering, and `jobq status` would list them as stale forever."""
-        try:
-            forgotten = self.store.forget_workers(FORGET_AFTER)
-        except JobqError as error:
-            self._failed("forgetting dead workers", error)
-            return
-        if forgotten:
-            log.info("forgot %d worker(s) unseen for %s", forgotten, format_duration(FORGET_AFTER))
 
     def _failed(self, what: str, error: JobqError) -> None:
         """Log that ``what`` failed and will be tried again: once per outage when the

@@ -103,19 +103,29 @@ class Bouncer:
 
 
 @contextmanager
-def running(server_url: str, pool_size: int = 10) -> Iterator[Bouncer]:
-    """A PgBouncer in front of a new database on ``server_url``'s server, both removed
-    at the end."""
+def own_database(server_url: str) -> Iterator[str]:
+    """The name of a new database on ``server_url``'s server, dropped at the end (with
+    whatever sessions are still in it): what it holds, and its statistics, are its own."""
     server = sa.make_url(server_url)
-    database = f"jobq_bouncer_{uuid.uuid4().hex[:8]}"
+    database = f"jobq_own_{uuid.uuid4().hex[:8]}"
     admin = f"host={server.host} port={server.port or 5432} user={server.username} dbname="
     with psycopg.connect(admin + (server.database or "postgres"), autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {database}")
-    bouncer = Bouncer(server, database, pool_size)
     try:
-        bouncer.start()
-        yield bouncer
+        yield database
     finally:
-        bouncer.stop()
         with psycopg.connect(admin + (server.database or "postgres"), autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+
+
+@contextmanager
+def running(server_url: str, pool_size: int = 10) -> Iterator[Bouncer]:
+    """A PgBouncer in front of a new database on ``server_url``'s server, both removed
+    at the end."""
+    with own_database(server_url) as database:
+        bouncer = Bouncer(sa.make_url(server_url), database, pool_size)
+        try:
+            bouncer.start()
+            yield bouncer
+        finally:
+            bouncer.stop()

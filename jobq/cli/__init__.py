@@ -48,6 +48,7 @@ from jobq.errors import JobqError
 from jobq.registry import TaskDefinition
 from jobq.store import Store
 from jobq.tasks import Status, Task
+from jobq.upkeep import upkeep_holder
 
 # --- commands ---------------------------------------------------------------------------
 
@@ -229,15 +230,18 @@ def status(as_json: bool, database_url: str) -> None:
      "schedules": [{"queue", "schedules", "running", "disabled", "no_longer_defined"}],
      "workers": [{"id", "host", "pid", "supervisor" ({"host", "pid"} or null),
                   "queues" (null: all), "concurrency", "started_at", "last_seen",
-                  "state" (alive|stale), "alive", "timed_out"}]}
+                  "state" (alive|stale), "alive", "timed_out"}],
+     "upkeep": the id of the worker doing the upkeep (rescue, workflow sweeps, purges)
+               for every worker now, or null}
     """
     with store_for(database_url, read_only=True) as store:
         counts = store.counts()
         oldest = store.oldest_waiting()
         states = store.schedules()
         workers = store.live_workers()
+        upkeep = upkeep_holder(store)
     if as_json:
-        click.echo(dumps(status_document(counts, oldest, states, workers)))
+        click.echo(dumps({**status_document(counts, oldest, states, workers), "upkeep": upkeep}))
         return
     schedules = summary(states)
     if counts:
@@ -267,6 +271,8 @@ def status(as_json: bool, database_url: str) -> None:
         click.echo(table(headers, [worker_row(worker, now) for worker in workers]))
     else:
         click.echo("no workers")
+    if upkeep is not None:
+        click.echo(f"upkeep (rescue, workflow sweeps, purges): worker {upkeep}")
 
 
 @main.command("list")

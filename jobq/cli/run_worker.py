@@ -85,6 +85,13 @@ CLUSTER_ID = UnsignedInt(128)
     "the worker at each enqueue).",
 )  # fmt: skip
 @click.option(
+    "--max-poll-interval", type=click.FloatRange(min=0, min_open=True), default=None,
+    metavar="SECONDS",
+    help="While looks find nothing, the wait between them doubles from --poll-interval up "
+    "to this (default: 4 x --poll-interval); a retry this worker recorded is looked for "
+    "when it falls due, and an enqueue heard of (PostgreSQL) ends the wait.",
+)  # fmt: skip
+@click.option(
     "--worker-id", default=None,
     help="Its name in `jobq status` and in its tasks' locked_by; default: host:pid:random.",
 )  # fmt: skip
@@ -162,6 +169,7 @@ def worker(
     lease: float | None,
     grace: float,
     poll_interval: float,
+    max_poll_interval: float | None,
     worker_id: str | None,
     max_stuck: int | None,
     stuck_after: float,
@@ -209,7 +217,8 @@ def worker(
         metrics = _metrics(metrics_port, metrics_host)
         running = Worker(
             app, queues=names, concurrency=concurrency, lease=lease, grace=grace,
-            poll_interval=poll_interval, burst=burst, burst_wait=burst_wait, worker_id=worker_id,
+            poll_interval=poll_interval, max_poll_interval=max_poll_interval, burst=burst,
+            burst_wait=burst_wait, worker_id=worker_id,
             max_stuck=max_stuck, stuck_after=stuck_after,
             limiter=_limiter(
                 limiter, tigerbeetle_addresses, tigerbeetle_cluster, tigerbeetle_timeout

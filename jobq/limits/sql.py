@@ -46,6 +46,9 @@ class Limits:
     dialect: Dialect
     #: When jobq_limits was read, its limits (of paused queues too), and the paused queues.
     _limits_cache: tuple[float, dict[str, Limit], frozenset[str]] | None = None
+    #: Seconds the limits read may be relied on, when not LIMITS_REFRESH: an idle worker
+    #: sets more for its looks (jobq.worker.IDLE_LIMITS_AGE).
+    limits_max_age: float | None = None
     #: Store._capture: capture on ``connection``, of limited queues too if not unlimited_only.
     _capture: Callable[..., list[Task]]
 
@@ -149,7 +152,8 @@ class Limits:
 
     def _cached_limits(self) -> tuple[float, dict[str, Limit], frozenset[str]]:
         cached = self._limits_cache
-        if cached is None or time.monotonic() - cached[0] > LIMITS_REFRESH:
+        max_age = self.limits_max_age or LIMITS_REFRESH
+        if cached is None or time.monotonic() - cached[0] > max_age:
             cached = self._limits_cache = (time.monotonic(), *self._limit_rows())
         return cached
 

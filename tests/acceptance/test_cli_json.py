@@ -178,7 +178,8 @@ def test_status_holds_counts_oldest_waiting_schedules_and_workers(
 
     as_json, as_text = cli.many(db_url, [["status", "--json"], ["status"]])
     doc = document(as_json)
-    assert list(doc) == ["queues", "schedules", "workers"]
+    assert list(doc) == ["queues", "schedules", "workers", "upkeep"]
+    assert doc["upkeep"] is None  # no worker ran here
     default, emails = doc["queues"]
     counts = {"queued": 1, "in_progress": 0, "done": 1, "failed": 0, "cancelled": 1, "blocked": 0}
     assert {key: default[key] for key in ("queue", "counts", "total")} == {
@@ -214,7 +215,7 @@ def test_status_holds_counts_oldest_waiting_schedules_and_workers(
 
 def test_status_of_an_empty_database(cli: Cli, db_url: str) -> None:
     assert document(cli(db_url, "status", "--json")) == {
-        "queues": [], "schedules": [], "workers": [],
+        "queues": [], "schedules": [], "workers": [], "upkeep": None,
     }  # fmt: skip
 
 
