@@ -223,11 +223,7 @@ class Database:
             else:
                 _rollback_quietly(raw)
                 self._idle.append((raw, time.monotonic()))
-            wrapped = sa.exc.DBAPIError.instance(
-                sql, params, error, self._driver_error,
-                connection_invalidated=lost, dialect=self.engine.dialect,
-            )  # fmt: skip
-            raise self.translate(wrapped) from None
+            raise self._driver_failure(sql, params, error, lost) from None
         except BaseException:
             _close_quietly(raw)  # interrupted mid-statement: its state is unknown
             raise
@@ -255,11 +251,7 @@ class Database:
             lost = self.engine.dialect.is_disconnect(error, pooled.dbapi_connection, cursor)
             if lost:
                 pooled.invalidate()
-            wrapped = sa.exc.DBAPIError.instance(
-                sql, params, error, self._driver_error,
-                connection_invalidated=lost, dialect=self.engine.dialect,
-            )  # fmt: skip
-            raise self.translate(wrapped) from None
+            raise self._driver_failure(sql, params, error, lost) from None
         except BaseException:
             pooled.invalidate()  # interrupted mid-statement: its state is unknown
             raise
@@ -268,6 +260,14 @@ class Database:
                 self.dialect.unprepare_raw(pooled.dbapi_connection)
                 pooled.close()  # back to the pool, idle
         return outcome
+
+    def _driver_failure(self, sql: str, params: Any, error: Exception, lost: bool) -> Exception:
+        """What a driver's ``error`` on a raw statement becomes (see translate)."""
+        wrapped = sa.exc.DBAPIError.instance(
+            sql, params, error, self._driver_error,
+            connection_invalidated=lost, dialect=self.engine.dialect,
+        )  # fmt: skip
+        return self.translate(wrapped)
 
     def write(
         self,
