@@ -112,6 +112,8 @@ class Worker:
         #: 4 x poll_interval), so that idle workers cost the database little.
         self.max_poll_interval = max(max_poll_interval or 4 * poll_interval, poll_interval)
         self._idle_polls = 0
+        # Some queue this worker serves is limited (as last read): it never backs off.
+        self._serves_limited = False
         # time.monotonic() when a retry or snooze this worker recorded falls due (the
         # earliest not yet looked for).
         self._next_due = math.inf
@@ -308,8 +310,11 @@ class Worker:
                 next_heartbeat = min(next_heartbeat, time.monotonic() + shortest / 3)
             idle = not captured and not self._runs and not self._unrecorded
             done = idle and not recorded_failures and not self._capture_again
-            # Empty looks in a row: the wait between them grows (see _idle_wait).
-            self._idle_polls = self._idle_polls + 1 if done and free > 0 and worth_it else 0
+            # Empty looks in a row: the wait between them grows (see _idle_wait). Not where
+            # a limited queue is served: a look may find nothing because its slots are
+            # full, and the slot another worker frees must not wait for a slow look.
+            looked = done and free > 0 and worth_it and not self._serves_limited
+            self._idle_polls = self._idle_polls + 1 if looked else 0
             if self.burst and done and not self._held_back() and self._burst_over():
                 return
             if captured and len(captured) == free:
@@ -373,7 +378,7 @@ class Worker:
         """Record the finished runs and capture up to ``free`` tasks, in one transaction
         (in two when a queue served is limited: the limits must see the slots freed)."""
         try:
-            limited = bool(self.store.limited_queues(self.queues))
+            limited = self._serves_limited = bool(self.store.limited_queues(self.queues))
         except JobqError as error:
             self._failed("reading the queues' limits", error)
             time.sleep(self.poll_interval)
