@@ -111,8 +111,8 @@ class Database:
         return safe_url(self._given)
 
     def listen_on(self, listen_url: str | sa.URL) -> None:
-        """LISTEN on ``listen_url`` (the server's own, beside a pooled URL), not on the
-        engine's; InvalidDatabaseURL if it is not one of the same kind of database."""
+        """Listen for notifications on ``listen_url`` (the server's own, beside a pooled
+        URL), not on the engine's; InvalidDatabaseURL if it is not the same kind of database."""
         url = parse_url(listen_url)
         if dialect_for(url, listen_url).name != self.dialect.name:
             raise InvalidDatabaseURL(
@@ -120,7 +120,7 @@ class Database:
             )
         if url.query.get(POOLER_PARAMETER) is not None:
             raise InvalidDatabaseURL(
-                url=safe_url(listen_url), reason="LISTEN needs the server's own URL, no pooler"
+                url=safe_url(listen_url), reason="listening needs the server's own URL, no pooler"
             )
         self.dialect.listen_url = self.dialect.normalize_url(url)
 

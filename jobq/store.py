@@ -60,8 +60,8 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits, Pauses, Workf
         backoff: Backoff | None = None,
         listen_url: str | sa.URL | None = None,
     ) -> None:
-        """``listen_url``: where workers and waiters LISTEN, when the URL goes through a
-        transaction pooler (``?jobq_pooler=transaction``): the server's own."""
+        """``listen_url``: where workers and waiters listen for notifications when the URL
+        goes through a transaction pooler (``?jobq_pooler=transaction``): the server's own."""
         self.db = Database(url_or_engine, listen_url=listen_url)
         self.engine: Engine = self.db.engine
         self.dialect = self.db.dialect

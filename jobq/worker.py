@@ -192,11 +192,8 @@ class Worker:
         workflow_results.serve(self.store)  # jobq.parent_results() in its tasks
         if self.store.listen(self._on_enqueued, self._stop_listening, self.outage):
             log.info("woken by the database on enqueue; polling every %gs too", self.poll_interval)
-        elif self.store.dialect.pooler is not None:
-            log.info(
-                "polling every %gs: LISTEN cannot go through a transaction pooler; give "
-                "--listen-url (the server's own URL) to be woken on enqueue", self.poll_interval,
-            )  # fmt: skip
+        elif (why := self.store.dialect.why_polling()) is not None:
+            log.info("polling every %gs: %s", self.poll_interval, why)
         try:
             self._work()
         finally:
@@ -333,7 +330,7 @@ class Worker:
         """Seconds to wait, with nothing running, before the next look for due tasks: from
         --poll-interval, doubling with each empty look up to --max-poll-interval, but no
         later than a retry or snooze this worker recorded falls due. An enqueue the worker
-        hears of (LISTEN) ends the wait at once."""
+        hears of (Store.listen) ends the wait at once."""
         streak = max(self._idle_polls - 1, 0)
         wait = min(self.poll_interval * 2 ** min(streak, 16), self.max_poll_interval)
         return max(min(wait, self._next_due - now), 0.001)

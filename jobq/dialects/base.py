@@ -432,6 +432,11 @@ class Dialect(CapturePredicates):
         """
         return False
 
+    def why_polling(self) -> str | None:
+        """Why workers poll though this database could notify them (None: it cannot, or
+        they are notified), in words for their log."""
+        return None
+
     def listen_for_ends(
         self,
         engine: Engine,

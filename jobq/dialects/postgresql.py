@@ -274,6 +274,14 @@ class PostgresDialect(Dialect):
         _start_listening(url, CHANNEL, on_payload, stop, outage, "jobq-listen")
         return True
 
+    def why_polling(self) -> str | None:
+        if self.pooler is None or self.listen_url is not None:
+            return None
+        return (
+            "LISTEN cannot go through a transaction pooler; give --listen-url (the server's "
+            "own URL) to be woken on enqueue"
+        )
+
     def _listen_url(self, engine: Engine) -> sa.URL | None:
         """Where to LISTEN: the listen URL given, else the engine's own unless that goes
         through a transaction pooler (which would hand the LISTEN's session to others)."""
