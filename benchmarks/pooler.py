@@ -68,6 +68,7 @@ from benchmarks._drains import SYNC_TASK, log
 from benchmarks._sql import DEFAULT_POSTGRES_URL
 from benchmarks.processes import (
     Database,
+    DrainRates,
     Rows,
     check_rows,
     fill,
@@ -174,7 +175,7 @@ class Sampler:
 
 
 @dataclass
-class Run:
+class Run(DrainRates):
     """One timed drain of one configuration."""
 
     config: Config
@@ -189,16 +190,6 @@ class Run:
     transactions: int  # SHOW STATS' total_xact_count over the drain
     others: float | None  # share of the CPU others kept busy just before the run
     stderr: list[str] = field(default_factory=list)  # what the workers wrote
-
-    @property
-    def rate(self) -> float:
-        """Jobs per second, spawn to exit."""
-        return self.tasks / self.seconds
-
-    @property
-    def span_rate(self) -> float:
-        """Jobs per second from the first capture to the last end."""
-        return self.tasks / self.rows.span if self.rows.span > 0 else float("nan")
 
 
 @dataclass

@@ -404,8 +404,26 @@ def run_commands(
 # --- runs ------------------------------------------------------------------------------
 
 
+class DrainRates:
+    """The rates of a timed drain (a dataclass with these three fields mixes it in)."""
+
+    tasks: int
+    seconds: float
+    rows: Rows
+
+    @property
+    def rate(self) -> float:
+        """Jobs per second, spawn to exit."""
+        return self.tasks / self.seconds
+
+    @property
+    def span_rate(self) -> float:
+        """Jobs per second from the first capture to the last end."""
+        return self.tasks / self.rows.span if self.rows.span > 0 else float("nan")
+
+
 @dataclass
-class Run:
+class Run(DrainRates):
     """One timed drain of one configuration."""
 
     section: str
@@ -418,16 +436,6 @@ class Run:
     supervised: int  # of those, how many named a supervisor
     empty: float | None = None  # start and exit on an empty queue, seconds
     others: float | None = None  # share of the CPU others kept busy just before the run
-
-    @property
-    def rate(self) -> float:
-        """Jobs per second, spawn to exit."""
-        return self.tasks / self.seconds
-
-    @property
-    def span_rate(self) -> float:
-        """Jobs per second from the first capture to the last end."""
-        return self.tasks / self.rows.span if self.rows.span > 0 else float("nan")
 
 
 @dataclass
