@@ -52,7 +52,7 @@ class Bouncer:
             f"admin_users = {user}\n"
             f"pool_mode = transaction\ndefault_pool_size = {pool_size}\nmin_pool_size = 0\n"
             "max_client_conn = 2000\nreserve_pool_size = 0\n"
-            f"logfile = {self.log}\npidfile = {self.directory / 'pgbouncer.pid'}\n"
+            f"pidfile = {self.directory / 'pgbouncer.pid'}\n"
             "server_reset_query =\nignore_startup_parameters = extra_float_digits\n"
         )
         self._owner = None
@@ -67,7 +67,10 @@ class Bouncer:
         command = ["pgbouncer", str(self.directory / "pgbouncer.ini")]
         if self._owner is not None:
             command = ["pgbouncer", "-u", self._owner, str(self.directory / "pgbouncer.ini")]
-        self._process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # PgBouncer logs to stderr: to a file, never to a pipe that nobody reads (once its
+        # 64 KB filled, PgBouncer blocked on it, and so did every client behind it).
+        with self.log.open("wb") as stderr:
+            self._process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -89,6 +92,7 @@ class Bouncer:
         return sum(1 for row in rows if row[2] == self.database)  # type, user, database, ...
 
     def log_text(self) -> str:
+        """What PgBouncer has logged."""
         return self.log.read_text(errors="replace") if self.log.exists() else "(no log)"
 
     def stop(self) -> None:
