@@ -29,6 +29,7 @@ from jobq.cli.common import (
 )
 from jobq.cli.cron import cron, summary
 from jobq.cli.dashboard import dashboard
+from jobq.cli.doctor import doctor
 from jobq.cli.json_output import dumps, show_document, status_document, task_document
 from jobq.cli.limits import limits
 from jobq.cli.locks import locks
@@ -405,3 +406,4 @@ main.add_command(queues)
 main.add_command(metrics_exporter)
 main.add_command(dashboard)
 main.add_command(workflow)
+main.add_command(doctor)

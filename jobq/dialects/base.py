@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from jobq.dialects import health
 from jobq.dialects.predicates import CapturePredicates
 from jobq.dialects.room import GIGABYTE, Room
 from jobq.errors import (
@@ -519,6 +520,12 @@ class Dialect(CapturePredicates):
         """SQL taking a session-level lock that serialises jobq's migrations, waiting up
         to ``%(wait)s`` seconds (one row: 1 when taken), and SQL releasing it."""
         raise NotImplementedError
+
+    def health_readings(
+        self, conn: Connection, tables: Sequence[str], index_bytes: int
+    ) -> health.Readings:
+        """What `jobq doctor` judges of this database and of jobq's ``tables`` (see health.py)."""
+        return health.read(self.name, conn, tables, index_bytes)
 
 
 def lease_of(named_leases: int | None) -> sa.ColumnElement[Any]:

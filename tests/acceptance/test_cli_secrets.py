@@ -70,6 +70,7 @@ COMMANDS: dict[str, list[str]] = {
     # Both serve until stopped; --check stops after reaching the database.
     "metrics": ["--port", "9", "--check"],
     "dashboard": ["--check"],
+    "doctor": [],
 }
 
 
