@@ -272,6 +272,19 @@ limits = sa.Table(
     **table_options(),
 )
 
+#: Queues whose finished tasks are kept for a time of their own (`jobq queues retain`),
+#: not for the workers' --retain: ``retain_seconds`` NULL keeps them forever. The elected
+#: worker prunes them (jobq.upkeep.retention).
+queue_retention = sa.Table(
+    "jobq_queue_retention",
+    metadata,
+    sa.Column("queue", sa.String(255), primary_key=True),
+    sa.Column("retain_seconds", Seconds, nullable=True),
+    sa.Column("updated_at", Moment, nullable=False),
+    sa.CheckConstraint("retain_seconds > 0", name="jobq_queue_retention_positive"),
+    **table_options(),
+)
+
 #: When tasks of rate-limited queues started, by the database's clock; rows older than
 #: the queue's period are deleted by the next capture from that queue.
 limit_starts = sa.Table(

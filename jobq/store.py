@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
@@ -29,8 +29,9 @@ from jobq.outage import Outage
 from jobq.periodic import Periodic
 from jobq.prepared import Prepared
 from jobq.queues.pause import Pauses
+from jobq.queues.retention import QueueRetention
 from jobq.retry import Backoff, ExponentialBackoff
-from jobq.schema import status_is, task_edges, tasks
+from jobq.schema import status_is, tasks
 from jobq.task_admin import TaskAdmin
 from jobq.tasks import CANCELLED_ON_REQUEST, NO_NAMED_LEASES, Completion, Leases, Status, Task
 from jobq.validation import INT32, check_int, check_key, check_seconds, queue_list
@@ -50,7 +51,9 @@ _LOCK_KEY_RACE_TRIES = 5
 _T = TypeVar("_T")
 
 
-class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits, Pauses, Workflows):
+class Store(
+    Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits, Pauses, QueueRetention, Workflows
+):
     """Tasks in SQL rows: enqueue, capture, set_status, heartbeat, rescue, prune."""
 
     def __init__(
@@ -460,25 +463,6 @@ class Store(Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits, Pauses, Workf
         )
         rescued = self.db.write(lambda conn: conn.execute(stmt).rowcount)
         return rescued + self._rescue_recurring()
-
-    def prune(self, older_than: float | timedelta) -> int:
-        """Delete finished tasks (done, terminal failed, cancelled) older than that; how many."""
-        seconds = older_than.total_seconds() if isinstance(older_than, timedelta) else older_than
-        check_seconds("older_than", seconds)
-        old = sa.and_(
-            c.finished_at.is_not(None),
-            c.finished_at < self.dialect.now_plus(-float(seconds)),
-            c.status.in_([s.value for s in (Status.DONE, Status.FAILED, Status.CANCELLED)]),
-            sa.not_(c.recurring),
-        )
-        # The edges of pruned workflow nodes first (SQLite enforces no foreign key).
-        edges = sa.delete(task_edges).where(task_edges.c.child_id.in_(sa.select(c.id).where(old)))
-
-        def prune(conn: Connection) -> int:
-            conn.execute(edges)
-            return conn.execute(sa.delete(tasks).where(old)).rowcount
-
-        return self.db.write(prune, atomic=True)
 
     # --- reading --------------------------------------------------------------------
 

@@ -31,8 +31,8 @@ ADDED_BY_0011 = ("workflow_id",)
 #: columns of its two partial indexes.
 COLUMNS_OF_0011 = {"workflow_id", "jobq_tasks_workflow_on", "jobq_tasks_blocked_on"}
 
-#: The tables revision 0011 added.
-TABLES_OF_0011 = {"jobq_workflows", "jobq_task_edges"}
+#: The tables revisions 0011 and later added.
+TABLES_SINCE_0011 = {"jobq_workflows", "jobq_task_edges", "jobq_queue_retention"}
 
 #: The columns jobq_tasks had from 0001 to 0008 (no revision before 0009 changed the set).
 COLUMNS_BEFORE_0009 = tuple(

@@ -17,7 +17,7 @@ from jobq import Status, migrations
 from jobq.schedule import Cron
 from jobq.schema import tasks
 from tests.migrations.rows import (
-    TABLES_OF_0011,
+    TABLES_SINCE_0011,
     capture_in_sql,
     end_in_sql,
     task_row,
@@ -119,7 +119,7 @@ def test_downgrade_to_0007_drops_only_the_runs_table_and_upgrade_restores_it(
     with store.engine.begin() as conn:
         migrations.downgrade(conn, "0007")
     assert revision(store) == "0007"
-    assert table_names(store) == tables - {RUNS_TABLE} - TABLES_OF_0011
+    assert table_names(store) == tables - {RUNS_TABLE} - TABLES_SINCE_0011
     assert store.schedules() == schedules
     assert task_rows(store) == rows
 

@@ -1,0 +1,58 @@
+"""How long each queue's finished tasks are kept (a part of Store).
+
+A queue without a row in jobq_queue_retention keeps them for the workers' ``--retain``
+(7 days by default); a row gives the queue a time of its own, or NULL: forever. The
+worker elected for the upkeep prunes them (jobq.upkeep.retention).
+"""
+
+from __future__ import annotations
+
+import math
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from jobq.database import Database
+from jobq.dialects import Dialect
+from jobq.schema import queue_retention
+from jobq.validation import check_key, check_seconds
+
+rc = queue_retention.c
+
+#: What Store.retentions() gives for a queue that keeps its finished tasks forever.
+FOREVER = math.inf
+
+
+class QueueRetention:
+    """Set, clear and read the queues' own retention times."""
+
+    db: Database
+    dialect: Dialect
+
+    def set_retention(self, queue: str, seconds: float) -> None:
+        """Keep the finished tasks of ``queue`` for ``seconds`` (FOREVER: never prune them),
+        whatever the workers' --retain says."""
+        check_key("queue", queue, required=True)
+        if seconds != FOREVER:
+            check_seconds("seconds", seconds, positive=True)
+        value = None if seconds == FOREVER else float(seconds)
+        row = {"queue": queue, "retain_seconds": value, "updated_at": self.dialect.now()}
+        update = {"retain_seconds": value, "updated_at": self.dialect.now()}
+
+        def upsert(conn: Connection) -> None:
+            conn.execute(self.dialect.upsert_statement(queue_retention, rc.queue, row, update))
+
+        self.db.write(upsert, atomic=True)
+
+    def clear_retention(self, queue: str) -> bool:
+        """Let ``queue`` keep its finished tasks for the workers' --retain again; False if
+        it had no time of its own."""
+        check_key("queue", queue, required=True)
+        stmt = sa.delete(queue_retention).where(rc.queue == queue)
+        return bool(self.db.write(lambda conn: conn.execute(stmt).rowcount))
+
+    def retentions(self) -> dict[str, float]:
+        """Each queue with a retention of its own: its seconds (FOREVER: kept forever)."""
+        with self.db.unit(read_only=True) as conn:
+            rows = conn.execute(sa.select(rc.queue, rc.retain_seconds)).all()
+        return {queue: FOREVER if seconds is None else float(seconds) for queue, seconds in rows}
