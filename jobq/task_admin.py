@@ -1,4 +1,4 @@
-"""TaskAdmin: what an operator does to tasks by hand: list, count, retry, cancel.
+"""TaskAdmin: what an operator does to tasks by hand: list, count, retry, cancel, prune.
 
 A part of Store (mixed in); it runs on the Store's database.
 """
@@ -6,6 +6,7 @@ A part of Store (mixed in); it runs on the Store's database.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -254,6 +255,21 @@ class TaskAdmin:
         """Delete every waiting task of ``queue`` (queued, or failed with retries left), in
         transactions of ``batch_size`` tasks; how many. Running and finished ones stay."""
         return bulk.purge(self, queue, batch_size=batch_size)
+
+    def prune(
+        self,
+        older_than: float | timedelta,
+        *,
+        queue: str | None = None,
+        batch_size: int = bulk.PRUNE_BATCH,
+    ) -> int:
+        """Delete finished tasks (done, terminal failed, cancelled) older than that, of
+        ``queue`` or of every queue, ``batch_size`` a short transaction; how many."""
+        seconds = older_than.total_seconds() if isinstance(older_than, timedelta) else older_than
+        check_seconds("older_than", seconds)
+        if queue is not None:
+            check_key("queue", queue, required=True)
+        return bulk.prune(self, float(seconds), queue=queue, batch_size=batch_size)
 
     def running_tasks(self) -> dict[str, list[Task]]:
         """The running (in_progress) tasks by the worker id that captured them (locked_by),

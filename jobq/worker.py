@@ -37,6 +37,7 @@ from jobq.registry import TaskDefinition
 from jobq.runner import Run, Runner
 from jobq.tasks import CANCEL_REQUESTED, DEFAULT_LEASE, Completion, Leases, Status, Task
 from jobq.upkeep import Upkeep
+from jobq.upkeep.retention import DEFAULT_RETAIN
 from jobq.validation import check_int, check_key, check_seconds, queue_list
 from jobq.workflows import in_task as workflow_results
 
@@ -76,6 +77,7 @@ class Worker:
         burst_wait: float = 5.0,
         worker_id: str | None = None,
         rescue_interval: float = 5.0,
+        retain: float = DEFAULT_RETAIN,
         limiter: Limiter | None = None,
         max_stuck: int | None = None,
         stuck_after: float = 60.0,
@@ -89,6 +91,8 @@ class Worker:
         if max_poll_interval is not None:
             check_seconds("max_poll_interval", max_poll_interval, positive=True)
         check_seconds("rescue_interval", rescue_interval, positive=True)
+        if retain != math.inf:  # math.inf: finished tasks kept forever
+            check_seconds("retain", retain, positive=True)
         check_seconds("burst_wait", burst_wait)
         if lease is not None:
             check_seconds("lease", lease, positive=True)
@@ -140,7 +144,9 @@ class Worker:
         self.stats: Counter[str] = Counter()
         #: Rescue, workflow sweeps and purges, every ``rescue_interval`` s, done by the one
         #: worker of the database that holds the upkeep lease.
-        self._upkeep = Upkeep(self.store, self.worker_id, rescue_interval, self._failed, self.stats)
+        self._upkeep = Upkeep(
+            self.store, self.worker_id, rescue_interval, self._failed, self.stats, retain
+        )
         self._runs: dict[Fence, Run] = {}
         # Finished runs; None is a nudge from the database's notifications: tasks arrived.
         self._finished: queue.SimpleQueue[tuple[Fence, Outcome] | None] = queue.SimpleQueue()

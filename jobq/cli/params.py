@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,6 +101,22 @@ class Duration(click.ParamType):
             return parse_duration(value)
         except ValueError as error:
             self.fail(str(error), param, ctx)
+
+
+class KeepFor(Duration):
+    """How long to keep something: a duration, or ``forever`` (math.inf)."""
+
+    name = "duration|forever"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.strip().lower() == "forever":
+            return math.inf
+        if isinstance(value, float) and math.isinf(value):
+            return value
+        seconds = super().convert(value, param, ctx)
+        if seconds <= 0:
+            self.fail(f"{value!r} keeps nothing: give a duration over 0, or forever", param, ctx)
+        return seconds
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from click.core import ParameterSource
 from jobq import logs
 from jobq.app import load_app
 from jobq.cli.common import clear_errors
-from jobq.cli.params import UnsignedInt
+from jobq.cli.params import KeepFor, UnsignedInt
 from jobq.limits import Limiter
 from jobq.observe.metrics import WorkerMetrics
 from jobq.pool import ProcessPool
@@ -90,6 +90,12 @@ CLUSTER_ID = UnsignedInt(128)
     help="While looks find nothing, the wait between them doubles from --poll-interval up "
     "to this (default: 4 x --poll-interval); a retry this worker recorded is looked for "
     "when it falls due, and an enqueue heard of (PostgreSQL) ends the wait.",
+)  # fmt: skip
+@click.option(
+    "--retain", type=KeepFor(), default="7d", show_default=True,
+    help="How long finished tasks are kept (30s, 12h, 7d, 1w, or forever) in queues "
+    "without a time of their own (`jobq queues retain`); the worker elected for the "
+    "upkeep deletes older ones in batches.",
 )  # fmt: skip
 @click.option(
     "--worker-id", default=None,
@@ -170,6 +176,7 @@ def worker(
     grace: float,
     poll_interval: float,
     max_poll_interval: float | None,
+    retain: float,
     worker_id: str | None,
     max_stuck: int | None,
     stuck_after: float,
@@ -218,7 +225,7 @@ def worker(
         running = Worker(
             app, queues=names, concurrency=concurrency, lease=lease, grace=grace,
             poll_interval=poll_interval, max_poll_interval=max_poll_interval, burst=burst,
-            burst_wait=burst_wait, worker_id=worker_id,
+            burst_wait=burst_wait, worker_id=worker_id, retain=retain,
             max_stuck=max_stuck, stuck_after=stuck_after,
             limiter=_limiter(
                 limiter, tigerbeetle_addresses, tigerbeetle_cluster, tigerbeetle_timeout

@@ -128,11 +128,14 @@ def purge(queue: str, yes: bool, database_url: str) -> None:
     required=True,
     help="Age of finished tasks to delete: 30s, 15m, 12h, 7d, 1w or seconds.",
 )
+@click.option("--queue", type=Key(), default=None, help="Only this queue's (default: all).")
 @database_url_option
-def prune(older_than: float, database_url: str) -> None:
+def prune(older_than: float, queue: str | None, database_url: str) -> None:
     """Delete finished tasks older than --older-than.
 
-    Finished means done, cancelled, or failed with no retries left.
+    Finished means done, cancelled, or failed with no retries left. Deleted oldest first,
+    in batches, each its own short transaction. Workers do this by themselves for tasks
+    past their queue's retention (`jobq worker --retain`, `jobq queues retain`).
     """
     with store_for(database_url) as store:
-        click.echo(f"deleted {count(store.prune(older_than))}")
+        click.echo(f"deleted {count(store.prune(older_than, queue=queue))}")

@@ -1,4 +1,5 @@
-"""Cancelling and purging a queue's waiting tasks in batches, each its own short transaction.
+"""Cancelling and purging a queue's waiting tasks, and pruning finished ones, in batches,
+each its own short transaction.
 
 A queue may hold millions of waiting rows: one statement over all of them would hold one
 long transaction (and its locks) while workers capture and end runs around it. Each batch
@@ -114,3 +115,58 @@ def _in_batches(store: HasDatabase, queue: str, batch_size: int, apply: Apply) -
         if len(ids) < batch_size:  # the last batch: none was left after it
             return total
         after = ids[-1]
+
+
+#: A finished task: done, failed for good or cancelled (the ends that set finished_at);
+#: never a schedule's recurring row.
+FINISHED = sa.and_(
+    c.finished_at.is_not(None),
+    c.status.in_([s.value for s in (Status.DONE, Status.FAILED, Status.CANCELLED)]),
+    sa.not_(c.recurring),
+)
+
+#: How many finished tasks a batch of pruning deletes by default: a few tens of ms.
+PRUNE_BATCH = 1_000
+
+
+def prune_batch(
+    store: HasDatabase, older_than: float, scope: sa.ColumnElement[bool], batch_size: int
+) -> tuple[int, bool]:
+    """Delete the ``batch_size`` oldest finished tasks of ``scope`` that finished over
+    ``older_than`` s ago, in one short transaction: (how many, whether more may be left)."""
+    old = sa.and_(FINISHED, scope, c.finished_at < store.db.dialect.now_plus(-older_than))
+    # Oldest first, along the finished_at index: a batch reads only the rows it deletes.
+    pick = sa.select(c.id).where(old).order_by(c.finished_at).limit(batch_size)
+
+    def batch(conn: Connection) -> tuple[int, int]:
+        ids = list(conn.execute(pick).scalars())
+        deleted = 0
+        for start in range(0, len(ids), _IDS_PER_STATEMENT):
+            chunk = ids[start : start + _IDS_PER_STATEMENT]
+            # Saying again that each is old and finished: `jobq retry` may have sent one back.
+            deleted += conn.execute(sa.delete(tasks).where(c.id.in_(chunk), old)).rowcount
+            # A pruned workflow node's edges go too (SQLite enforces no foreign key).
+            conn.execute(sa.delete(task_edges).where(task_edges.c.child_id.in_(chunk), _gone))
+        return deleted, len(ids)
+
+    deleted, picked = store.db.write(batch, atomic=True)
+    return deleted, picked == batch_size
+
+
+def prune(
+    store: HasDatabase,
+    older_than: float,
+    *,
+    queue: str | None = None,
+    batch_size: int = PRUNE_BATCH,
+) -> int:
+    """Delete the finished tasks (of ``queue``, or of every queue) that finished over
+    ``older_than`` s ago, ``batch_size`` a transaction, oldest first; how many."""
+    check_int("batch_size", batch_size, minimum=1, maximum=INT32[1])
+    scope = sa.true() if queue is None else c.queue_id == queue
+    total = 0
+    more = True
+    while more:
+        deleted, more = prune_batch(store, older_than, scope, batch_size)
+        total += deleted
+    return total

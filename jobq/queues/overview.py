@@ -1,5 +1,5 @@
 """Every queue as `jobq queues list` shows it: its tasks by status, whether it is paused,
-its limit, and the live workers that serve it."""
+its limit, how long it keeps finished tasks, and the live workers that serve it."""
 
 from __future__ import annotations
 
@@ -16,32 +16,37 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class QueueState:
     """One queue: ``counts`` by status value (every status, 0 if none), ``paused``, its
-    ``limit`` (None: unlimited), and the ids of the live ``workers`` serving it."""
+    ``limit`` (None: unlimited), ``retain``: seconds its finished tasks are kept (math.inf:
+    forever; None: the workers' --retain), and the ids of the live ``workers`` serving it."""
 
     name: str
     counts: dict[str, int]
     paused: bool
     limit: Limit | None
+    retain: float | None
     workers: list[str]
 
 
 def queue_states(store: Store) -> list[QueueState]:
-    """Every queue that has tasks, a limit or a pause, or that a live worker names; by name.
+    """Every queue that has tasks, a limit, a pause or a retention of its own, or that a
+    live worker names; by name.
 
     A worker serving every queue is counted among the workers of each.
     """
     counts = store.counts()
     limits = store.limits()
     paused = set(store.paused_queues())
+    retentions = store.retentions()
     live = [worker for worker in store.live_workers() if worker.alive]
     named = {queue for worker in live for queue in worker.queues or ()}
-    names = {queue for queue, _ in counts} | set(limits) | paused | named
+    names = {queue for queue, _ in counts} | set(limits) | paused | named | set(retentions)
     return [
         QueueState(
             name=name,
             counts={status.value: counts.get((name, status), 0) for status in Status},
             paused=name in paused,
             limit=limits.get(name),
+            retain=retentions.get(name),
             workers=[w.worker_id for w in live if w.queues is None or name in w.queues],
         )
         for name in sorted(names)

@@ -10,6 +10,7 @@ from jobq import locks
 from jobq.durations import format_duration
 from jobq.errors import JobqError
 from jobq.store import Store
+from jobq.upkeep.retention import DEFAULT_RETAIN, Retention, describe
 from jobq.worker_registry import FORGET_AFTER
 
 log = logging.getLogger("jobq.worker")
@@ -39,7 +40,8 @@ class Upkeep:
     """What ``worker_id`` does for its database every ``interval`` seconds, if elected.
 
     ``failed(what, error)`` hears of a chore that failed (it is tried again next time);
-    ``stats`` counts what was done (rescued, ...).
+    ``stats`` counts what was done (rescued, pruned, ...). Finished tasks are kept for
+    ``retain`` s (math.inf: forever) unless their queue has a retention of its own.
     """
 
     def __init__(
@@ -49,6 +51,7 @@ class Upkeep:
         interval: float,
         failed: Callable[[str, JobqError], None],
         stats: Counter[str],
+        retain: float = DEFAULT_RETAIN,
     ) -> None:
         self.store = store
         self.worker_id = worker_id
@@ -57,6 +60,7 @@ class Upkeep:
         self._stats = stats
         # Owned by the worker's id: `jobq locks list` says who holds it.
         self.lease = locks.Lease(store, UPKEEP_LOCK, LEASE_INTERVALS * interval, owner=worker_id)
+        self.retention = Retention(store, retain, failed, stats)
         #: Whether this worker did the upkeep at its last turn.
         self.elected = False
         self._next = 0.0
@@ -65,7 +69,10 @@ class Upkeep:
     def tick(self, now: float, busy: bool = True) -> None:
         """When due, take or renew the lease, and if held, do the chores: every
         ``interval`` s while ``busy`` (runs going) or while the chores find work, else
-        every IDLE_INTERVALS; a worker not elected tries every FOLLOWER_INTERVALS."""
+        every IDLE_INTERVALS; a worker not elected tries every FOLLOWER_INTERVALS. While
+        elected, a batch of retention's when one is due."""
+        if self.elected:
+            self.retention.step(now)
         if now < self._next:
             return
         self._next = now + FOLLOWER_INTERVALS * self.interval
@@ -79,7 +86,8 @@ class Upkeep:
             if held:
                 log.info(
                     "worker %s does the upkeep of this database (rescue, workflow sweeps, "
-                    "purges) while it holds the %r lease", self.worker_id, UPKEEP_LOCK,
+                    "purges, pruning finished tasks after %s) while it holds the %r lease",
+                    self.worker_id, describe(self.retention.retain), UPKEEP_LOCK,
                 )  # fmt: skip
             else:
                 log.info("worker %s no longer does the upkeep: another took it", self.worker_id)
