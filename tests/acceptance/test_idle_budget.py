@@ -1,12 +1,13 @@
 """What idle workers cost PostgreSQL: at most 2 connections each (one for work, one for
-LISTEN), and under one transaction a second each on average, the chores (rescue,
-workflow sweeps, purges) done by one elected worker for all. Real `jobq worker`
-processes with their default options, on a database of their own, whose statistics
-(pg_stat_database, pg_stat_activity) count nothing else.
+LISTEN; a `--processes N` group 2 N, its supervisor none), and under one transaction a
+second each on average, the chores (rescue, workflow sweeps, purges) done by one elected
+worker for all. Real `jobq worker` processes with their default options, on a database of
+their own, whose statistics (pg_stat_database, pg_stat_activity) count nothing else.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Iterator
@@ -64,11 +65,41 @@ def server_stats(url: str) -> tuple[int, int]:
     return int(xacts[0]), int(sessions[0])
 
 
+def server_sockets(pid: int, port: int) -> int:
+    """How many TCP connections process ``pid`` has open to ``port`` (the database
+    server's), from /proc: its socket descriptors among the established connections."""
+    inodes = set()
+    with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as lines:
+            for line in list(lines)[1:]:
+                fields = line.split()
+                remote, state, inode = fields[2], fields[3], fields[9]
+                if state == "01" and int(remote.rsplit(":", 1)[1], 16) == port and inode in inodes:
+                    count += 1
+    return count
+
+
+def group_pids(supervisor: int) -> list[int]:
+    """The worker processes ``supervisor`` started (its children)."""
+    with open(f"/proc/{supervisor}/task/{supervisor}/children") as children:
+        return [int(pid) for pid in children.read().split()]
+
+
 def test_idle_workers_hold_two_connections_and_make_under_one_transaction_a_second(
     database: str, tmp_path: Path
 ) -> None:
+    """Two workers on their own and a `--processes 3` group: five workers."""
     workers = Workers("tests.apps.mixed:app", database, tmp_path, ["--poll-interval", "0.5"])
-    started = [workers.start() for _ in range(WORKERS)]
+    started = [workers.start(), workers.start(), workers.start("--processes", "3")]
+    supervisor = started[2].process.pid
+    port = sa.make_url(database).port or 5432
     store = jobq.Store(database)
     try:
         alive_until(
@@ -84,13 +115,21 @@ def test_idle_workers_hold_two_connections_and_make_under_one_transaction_a_seco
         before, _ = server_stats(database)
         began = time.monotonic()
         sessions = []
+        held: dict[int, int] = {}  # the most connections each process held
         while time.monotonic() - began < WINDOW:  # a measurement window, not a wait
             sessions.append(server_stats(database)[1])
+            pids = [started[0].process.pid, started[1].process.pid, supervisor]
+            for pid in [*pids, *group_pids(supervisor)]:
+                held[pid] = max(held.get(pid, 0), server_sockets(pid, port))
             time.sleep(1.0)
         after, _ = server_stats(database)
         per_worker = (after - before) / (time.monotonic() - began) / WORKERS
         leader = upkeep_holder(store)
         assert max(sessions) <= 2 * WORKERS, sessions
+        # The group holds 2 N: two a process, none for the supervisor.
+        assert held.pop(supervisor) == 0
+        assert len(held) == WORKERS and max(held.values()) <= 2, held
+        assert sum(held.values()) >= WORKERS, held  # /proc was read right: each holds some
         assert per_worker < 1.0, f"{per_worker:.2f} transactions a second a worker"
         assert sum(w.worker_id == leader for w in store.live_workers()) == 1
     finally:
