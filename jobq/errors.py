@@ -38,6 +38,10 @@ class SchemaTooNew(JobqError):
     """Database {database!r} has jobq revision {revision!r}, unknown to this jobq; upgrade jobq."""
 
 
+class SchemaConflict(JobqError):
+    """Database {database!r} has table(s) {tables} but no jobq revision; drop or rename them."""
+
+
 class InvalidTaskArguments(JobqError, TypeError):
     """Argument {argument!r} of task {task!r} is not JSON-serialisable: {reason}"""
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 
 from jobq.database import Database
-from jobq.errors import SchemaNotMigrated, SchemaTooNew
+from jobq.errors import SchemaConflict, SchemaNotMigrated, SchemaTooNew
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -109,8 +109,22 @@ def upgrade_database(db: Database, revision: str = "head") -> None:
     except sa.exc.DBAPIError as error:
         raise db.unavailable(error) from None
     with conn, db.translated(), db.dialect.migration_lock(conn), conn.begin():
-        _refuse_unknown(current(conn), db)
+        at = current(conn)
+        _refuse_unknown(at, db)
+        if at is None:
+            _refuse_strangers(conn, db)
         upgrade(conn, revision)
+
+
+def _refuse_strangers(conn: sa.Connection, db: Database) -> None:
+    """SchemaConflict if a database jobq never migrated has tables by jobq's names (left by
+    a hand-made schema, or a failed restore): the first CREATE TABLE would fail halfway."""
+    from jobq.schema import metadata
+
+    found = sorted(set(sa.inspect(conn).get_table_names()) & set(metadata.tables))
+    if found:
+        tables = ", ".join(found)
+        raise SchemaConflict(database=db.shown_database, tables=tables)
 
 
 def check(db: Database) -> None:

@@ -149,3 +149,27 @@ def test_checking_a_migrated_database_imports_no_alembic(tmp_path: Path) -> None
         [sys.executable, "-c", code, url], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]", out
+
+
+def test_a_table_by_jobqs_name_that_jobq_did_not_create_is_refused_untouched(
+    empty_url: str,
+) -> None:
+    store = jobq.Store(empty_url)
+    with store.engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE jobq_workers (id INTEGER PRIMARY KEY)"))
+    try:
+        try:
+            store.migrate()
+        except jobq.SchemaConflict as error:
+            assert "has table(s) jobq_workers but no jobq revision" in str(error)
+        else:
+            raise AssertionError("migrate wrote over a table it did not create")
+        with store.engine.connect() as conn:
+            assert set(sa.inspect(conn).get_table_names()) & set(metadata.tables) == {
+                "jobq_workers"
+            }
+            assert migrations.current(conn) is None
+    finally:
+        with store.engine.begin() as conn:
+            conn.execute(sa.text("DROP TABLE jobq_workers"))
+        store.dispose()
