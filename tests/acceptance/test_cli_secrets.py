@@ -67,6 +67,7 @@ COMMANDS: dict[str, list[str]] = {
     "queues list": [],
     "queues pause": ["q"],
     "queues resume": ["q"],
+    "queues retain": ["q", "1d"],
     # Both serve until stopped; --check stops after reaching the database.
     "metrics": ["--port", "9", "--check"],
     "dashboard": ["--check"],
