@@ -49,8 +49,11 @@ log = logging.getLogger("jobq.worker")
 Fence = tuple[int, int]
 
 #: Seconds an idle worker's looks may rely on the queues' limits as read before (a busy
-#: one: jobq.limits.sql.LIMITS_REFRESH).
+#: one: jobq.limits.sql.LIMITS_REFRESH): a listening worker is woken when a limit or a
+#: pause changes (Dialect.wake_for_limits) and reads them afresh then; a polling one only
+#: learns of it when it reads them, so a resumed limited queue may wait that long.
 IDLE_LIMITS_AGE = 30.0
+IDLE_LIMITS_AGE_POLLING = 10.0
 #: Seconds free slots may wait for the others to free up before a capture anyway.
 _CAPTURE_WAIT = 0.01
 #: Seconds within which a supervised process takes a repeated SIGTERM for the same stop.
@@ -116,6 +119,8 @@ class Worker:
         #: 4 x poll_interval), so that idle workers cost the database little.
         self.max_poll_interval = max(max_poll_interval or 4 * poll_interval, poll_interval)
         self._idle_polls = 0
+        # Seconds idle looks may rely on the limits read before: longer once listening.
+        self._idle_limits_age = IDLE_LIMITS_AGE_POLLING
         # Some queue this worker serves is limited (as last read): it never backs off.
         self._serves_limited = False
         # time.monotonic() when a retry or snooze this worker recorded falls due (the
@@ -197,6 +202,7 @@ class Worker:
         )  # fmt: skip
         workflow_results.serve(self.store)  # jobq.parent_results() in its tasks
         if self.store.listen(self._on_enqueued, self._stop_listening, self.outage):
+            self._idle_limits_age = IDLE_LIMITS_AGE
             log.info("woken by the database on enqueue; polling every %gs too", self.poll_interval)
         elif (why := self.store.dialect.why_polling()) is not None:
             log.info("polling every %gs: %s", self.poll_interval, why)
@@ -300,7 +306,7 @@ class Worker:
                     self._next_due = math.inf  # this capture looks for what fell due
                 # An idle look may read the queues' limits less often: a plain capture
                 # leaves every limited queue out whatever it knows of them.
-                self.store.limits_max_age = IDLE_LIMITS_AGE if self._idle_polls else None
+                self.store.limits_max_age = self._idle_limits_age if self._idle_polls else None
                 captured = self._capture(free)  # records finished runs in the same commit
                 last_capture = now
             else:

@@ -417,6 +417,10 @@ class Dialect(CapturePredicates):
         """Tell listening workers, once ``conn`` commits, that the tasks ``ids`` were
         queued by an UPDATE (an INSERT tells them by itself); nothing where workers poll."""
 
+    def wake_for_limits(self, conn: Connection, queue: str) -> None:
+        """Tell listening workers, once ``conn`` commits, that ``queue``'s limit or pause
+        changed, so that they read the limits again now; nothing where workers poll."""
+
     def listen(
         self,
         engine: Engine,

@@ -257,6 +257,11 @@ class PostgresDialect(Dialect):
 
         conn.execute(self.memo(("wake workers",), build), {"ids": list(ids)})
 
+    def wake_for_limits(self, conn: Connection, queue: str) -> None:
+        # A wake-up naming the queue, on the enqueue channel: a worker serving it looks
+        # again at once, and a look after a wake-up reads the limits afresh.
+        conn.execute(sa.select(sa.func.pg_notify(CHANNEL, queue)))
+
     def listen(
         self,
         engine: Engine,

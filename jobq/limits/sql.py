@@ -75,7 +75,12 @@ class Limits:
             "updated_at": self.dialect.now(),
         }
         upsert = self.dialect.upsert_statement(limits, lc.queue, {"queue": queue, **values})
-        self.db.write(lambda conn: conn.execute(upsert))
+
+        def upsert_and_wake(conn: Connection) -> None:
+            conn.execute(upsert)
+            self.dialect.wake_for_limits(conn, queue)
+
+        self.db.write(upsert_and_wake, atomic=True)
         self._limits_cache = None
         return parsed
 
@@ -99,6 +104,7 @@ class Limits:
                     )
                 ).rowcount
             conn.execute(sa.delete(limit_starts).where(sc.queue == queue))
+            self.dialect.wake_for_limits(conn, queue)
             return cleared
 
         cleared = self.db.write(clear, atomic=True)

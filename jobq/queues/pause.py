@@ -58,10 +58,15 @@ class Pauses:
         def resume(conn: Connection) -> bool:
             paused = sa.and_(lc.queue == queue, lc.paused)
             unlimited = sa.and_(lc.concurrency.is_(None), lc.rate_count.is_(None))
-            if conn.execute(sa.delete(limits).where(paused, unlimited)).rowcount:
-                return True
-            update = sa.update(limits).where(paused).values(paused=False)
-            return bool(conn.execute(update.values(updated_at=self.dialect.now())).rowcount)
+            resumed = conn.execute(sa.delete(limits).where(paused, unlimited)).rowcount
+            if not resumed:
+                update = sa.update(limits).where(paused).values(paused=False)
+                resumed = conn.execute(update.values(updated_at=self.dialect.now())).rowcount
+            if resumed:
+                # A limited queue is captured through its limiter, which idle workers
+                # know of from limits they read now and then: have them read again now.
+                self.dialect.wake_for_limits(conn, queue)
+            return bool(resumed)
 
         resumed = self.db.write(resume, atomic=True)
         self._limits_cache = None
