@@ -158,9 +158,12 @@ def test_concurrency_limit_holds_across_four_workers(
     """Limit 3, 60 tasks of 0.2 s, 4 workers of 8 slots: never more than 3 at once, and 3
     at times (so a broken limit would show), and every task runs once."""
     store.set_limit("limited", concurrency=3)
-    ids = limited.work.enqueue_many([{"seconds": 0.2}] * 60)
     started = [workers.start("--concurrency", "8") for _ in range(4)]
     try:
+        # All four first: on a loaded machine the first to start drained the 4 s of work
+        # alone before the others were up.
+        wait_until(lambda: len(store.live_workers()) == 4, timeout=60)
+        ids = limited.work.enqueue_many([{"seconds": 0.2}] * 60)
         wait_until(lambda: finished() == 60, timeout=90)
     finally:
         stop(*started)
