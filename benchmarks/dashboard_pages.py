@@ -74,8 +74,9 @@ TRACEBACK = (
     '    raise ValueError("bench")\\nValueError: bench'
 )
 
-# Finished rows, ids in the order they finished: row g finished (total - g) * SPAN / total
-# seconds ago. Status by g % 20 (18 done, 1 failed for good, 1 cancelled).
+# Finished rows, ids in the order they finished: row g finished (total - g) * span / total
+# seconds ago (span: SPAN here; retention_10m.py spreads them over longer). Status by
+# g % 20 (18 done, 1 failed for good, 1 cancelled).
 FINISHED_ROWS = f"""
 INSERT INTO {TABLE} (queue_id, name, args, status, priority, run_at, retries_left, attempt,
                      created_at, started_at, finished_at, error)
@@ -84,7 +85,8 @@ SELECT 'q' || ((g / 7) % :queues), ({NAMES})[1 + g % 5], '{{"n": 1}}',
        0, t - interval '2 seconds', 0, 1, t - interval '2 seconds', t - interval '1 second', t,
        CASE WHEN g % 20 = 0 THEN E'{TRACEBACK}' END
 FROM generate_series(:first, :last) AS g,
-     LATERAL (SELECT now() - make_interval(secs => (:total - g) * {SPAN}.0 / :total) AS t) AS m
+     LATERAL (SELECT now() - make_interval(secs => (:total - g) * CAST(:span AS float8) / :total)
+                     AS t) AS m
 """
 # Waiting rows: queued, due a while ago except each tenth, due in an hour.
 WAITING_ROWS = f"""
@@ -98,12 +100,14 @@ FROM generate_series(1, :rows) AS g
 """
 
 
-def fill(store: jobq.Store, finished: int, waiting: int, queues: int) -> float:
-    """The rows, loaded and vacuumed, and a few workers, schedules and a lock; seconds."""
+def fill(store: jobq.Store, finished: int, waiting: int, queues: int, span: float = SPAN) -> float:
+    """The rows, loaded and vacuumed, and a few workers, schedules and a lock; seconds.
+
+    The finished rows' finished_at spread evenly over the last ``span`` seconds."""
     started = time.perf_counter()
     for first in range(1, finished + 1, CHUNK):
         last = min(first + CHUNK - 1, finished)
-        params = {"queues": queues, "first": first, "last": last, "total": finished}
+        params = {"queues": queues, "first": first, "last": last, "total": finished, "span": span}
         with store.engine.begin() as conn:
             conn.execute(sa.text(FINISHED_ROWS), params)
         log(f"  {last:,} finished rows ({time.perf_counter() - started:.0f} s)")
