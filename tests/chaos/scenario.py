@@ -28,6 +28,7 @@ import sqlalchemy as sa
 import jobq
 from jobq import schema
 from jobq.schema import locks, tasks
+from jobq.upkeep.chores import LEASE_INTERVALS
 from tests.apps import chaos
 from tests.chaos.proxy import CuttingProxy
 from tests.postgres_server import PostgresServer
@@ -349,7 +350,10 @@ def _leases_after_lapse(store: jobq.Store) -> int:
         with store.engine.connect() as conn:
             return int(conn.execute(unexpired).scalar_one())
 
-    wait_for(lambda: count() == 0, timeout=chaos.LEASE + 2)
+    # The longest a lease can outlive its holder: a task's (chaos.LEASE), or the upkeep
+    # election's, held by a worker killed (or cut off by the proxy) before it gave it up.
+    upkeep = LEASE_INTERVALS * 5.0  # the workers run with the default rescue interval, 5 s
+    wait_for(lambda: count() == 0, timeout=max(chaos.LEASE, upkeep) + 2)
     return count()
 
 
