@@ -267,6 +267,11 @@ class MySQLDialect(Dialect):
         # them would be run once per row of the table.
         return sa.true()
 
+    def capture_branch(self, rows: sa.Select[Any], name: str) -> sa.Select[Any]:
+        # Each member of the UNION locks what it read; a row locked but not taken (an
+        # expired run outranked it) is free again at the capture's commit.
+        return rows.with_for_update(skip_locked=True)
+
     def capture_rows(
         self,
         conn: Connection,
@@ -278,9 +283,7 @@ class MySQLDialect(Dialect):
         pick = self._prepared(
             conn,
             ("capture pick", queue_count, unlimited_only),
-            lambda: self.capturable_ids(self.now(), queue_count, unlimited_only).with_for_update(
-                skip_locked=True
-            ),
+            lambda: self.capturable_ids(self.now(), queue_count, unlimited_only),
         )
         ids = [row[0] for row in _run(conn, pick, params)]
         if not ids:

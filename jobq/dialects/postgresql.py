@@ -170,6 +170,12 @@ class PostgresDialect(Dialect):
     def json_from_text(self, text: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
         return sa.cast(text, pg.JSON)
 
+    def capture_branch(self, rows: sa.Select[Any], name: str) -> sa.Select[Any]:
+        # FOR UPDATE is not allowed in a member of a UNION, but is in a CTE; each CTE is
+        # run once, so neither can lock more than its LIMIT.
+        locked = rows.with_for_update(skip_locked=True).cte(name)
+        return sa.select(locked.c.id, locked.c.priority, locked.c.run_at)
+
     def capture_statement(
         self, queue_count: int | None, named_leases: int | None, unlimited_only: bool = True
     ) -> sa.Executable:
@@ -184,12 +190,9 @@ class PostgresDialect(Dialect):
     ) -> sa.Update:
         """capture_statement without its RETURNING; ``skip`` excludes more rows."""
         now = self.now()
-        ids = self.capturable_ids(now, queue_count, unlimited_only)
-        if skip is not None:
-            ids = ids.where(sa.not_(skip))
         # A CTE, so the planner cannot re-run the LIMIT subquery per row and claim more
-        # than ``limit``; SKIP LOCKED lets concurrent captures pass each other.
-        picked = ids.with_for_update(skip_locked=True).cte("picked")
+        # than ``limit``.
+        picked = self.capturable_ids(now, queue_count, unlimited_only, skip).cte("picked")
         # id = ANY(ARRAY(...)) rather than UPDATE ... FROM picked: once the statement is
         # prepared, a generic plan cannot see the LIMIT, guesses hundreds of rows and
         # hash-joins them against a sequential scan of the whole table. ANY(ARRAY) is

@@ -11,14 +11,14 @@ from typing import Any
 import sqlalchemy as sa
 
 from jobq.schema import (
-    ACTIVE,
     HAS_RETRIES,
     LOCK_KEY_HELD,
+    WAITING,
     active,
-    has_retries,
     limits,
     status_is,
     tasks,
+    waiting,
 )
 from jobq.tasks import Status
 
@@ -26,16 +26,6 @@ c = tasks.c
 
 #: Capture order: the most urgent first, then the longest waiting.
 CAPTURE_ORDER = (c.priority.desc(), c.run_at, c.id)
-
-
-def waiting(columns: Any) -> sa.ColumnElement[bool]:
-    """Rows that wait to be captured once due: queued, failed with retries left, or a
-    recurring row that is done (of the tasks table or an alias of it)."""
-    return sa.or_(
-        status_is(Status.QUEUED, columns),
-        sa.and_(status_is(Status.FAILED, columns), has_retries(columns)),
-        sa.and_(status_is(Status.DONE, columns), columns.recurring),
-    )
 
 
 def queue_filter(queue_count: int | None) -> sa.ColumnElement[bool]:
@@ -65,31 +55,9 @@ class CapturePredicates:
         of the alias whose ``columns`` are given); true where partial indexes are native."""
         return sa.true()
 
-    def capturable(self, now: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
-        """Rows a capture may take at ``now``: the four cases of docs/architecture.md, due,
-        in the ACTIVE set, and with their lock key (if any) free. An expired recurring run
-        is not among them: rescue ends it (a retry, its next tick, or rest if its schedule
-        was paused)."""
-        return sa.and_(
-            ACTIVE,
-            c.run_at <= now,
-            sa.or_(
-                waiting(c),
-                # A lost recurring run is rescue's to end: its schedule may be paused. So is
-                # a lost run whose cancel was asked for: it ends cancelled, not run again.
-                sa.and_(
-                    status_is(Status.IN_PROGRESS),
-                    c.locked_until < now,
-                    HAS_RETRIES,
-                    sa.not_(c.recurring),
-                    c.cancel_requested_at.is_(None),
-                ),
-            ),
-            sa.or_(c.lock_key.is_(None), sa.not_(self.lock_key_taken(now))),
-        )
-
-    def lock_key_taken(self, now: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
-        """Another row of this row's lock key runs, or is due and comes first (by id).
+    def capturable_waiting(self, now: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
+        """Waiting rows a capture may take at ``now``: due, and with their lock key (if
+        any) free (the first three cases of docs/architecture.md).
 
         A row of a running key waits (it stays as it is: no retry spent, nothing written),
         and among the due rows of one key only the earliest is capturable, so one capture
@@ -106,9 +74,38 @@ class CapturePredicates:
             r.lock_key.is_not(None),
             status_is(Status.IN_PROGRESS, r),
         )
+        return sa.and_(
+            WAITING,
+            c.run_at <= now,
+            sa.or_(
+                c.lock_key.is_(None),
+                sa.not_(sa.or_(c.lock_key.in_(running_keys), self.earlier_due(now))),
+            ),
+        )
+
+    def capturable_expired(self, now: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
+        """Running rows a capture may take at ``now``: their lease expired, a retry left,
+        and no due row of their lock key (if any) ahead of them (a run holds its own key).
+
+        An expired recurring run is not among them: rescue ends it (a retry, its next
+        tick, or rest if its schedule was paused), for its schedule may be paused. Nor is
+        a lost run whose cancel was asked for: rescue ends it cancelled, not run again.
+        """
+        return sa.and_(
+            status_is(Status.IN_PROGRESS),
+            c.locked_until < now,
+            HAS_RETRIES,
+            sa.not_(c.recurring),
+            c.cancel_requested_at.is_(None),
+            c.run_at <= now,
+            sa.or_(c.lock_key.is_(None), sa.not_(self.earlier_due(now))),
+        )
+
+    def earlier_due(self, now: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
+        """Another row of this row's lock key is due and comes first (by id)."""
         earlier = tasks.alias("earlier")
         e = earlier.c
-        earlier_due = sa.exists().where(
+        return sa.exists().where(
             self.within("jobq_tasks_lock_key", e),
             e.lock_key == c.lock_key,
             e.lock_key.is_not(None),  # these two terms and active(e) select the partial index
@@ -117,21 +114,46 @@ class CapturePredicates:
             e.run_at <= now,
             waiting(e),
         )
-        # A row that runs (its lease expired) holds its own key: it is not held back by itself.
-        return sa.or_(
-            sa.and_(sa.not_(status_is(Status.IN_PROGRESS)), c.lock_key.in_(running_keys)),
-            earlier_due,
-        )
 
     def capturable_ids(
-        self, now: sa.ColumnElement[Any], queue_count: int | None, unlimited_only: bool = True
+        self,
+        now: sa.ColumnElement[Any],
+        queue_count: int | None,
+        unlimited_only: bool = True,
+        skip: sa.ColumnElement[bool] | None = None,
     ) -> sa.Select[Any]:
         """The ids a capture takes: capturable at ``now``, in order, at most ``limit``;
         of unlimited queues only, unless told otherwise (by a limiter: then of queues not
-        paused)."""
+        paused); none matching ``skip``.
+
+        Each kind of capturable row is read from its own index, in capture order, and
+        the two short lists are merged: the waiting rows along a capture index, the
+        expired runs (few, usually none) along jobq_tasks_lease_expiry.
+        """
         index = "jobq_tasks_capture" if queue_count == 1 else "jobq_tasks_capture_any_queue"
-        ids = sa.select(c.id).where(
-            self.within(index), self.capturable(now), queue_filter(queue_count)
+        limit = sa.bindparam("limit", type_=sa.Integer)
+        queues = sa.and_(
+            queue_filter(queue_count), unlimited_queue() if unlimited_only else unpaused_queue()
         )
-        ids = ids.where(unlimited_queue() if unlimited_only else unpaused_queue())
-        return ids.order_by(*CAPTURE_ORDER).limit(sa.bindparam("limit", type_=sa.Integer))
+        branches = []
+        for name, within, rows in (
+            ("waiting", self.within(index), self.capturable_waiting(now)),
+            ("expired", self.within("jobq_tasks_lease_expiry"), self.capturable_expired(now)),
+        ):
+            branch = sa.select(c.id, c.priority, c.run_at).where(within, rows, queues)
+            if skip is not None:
+                branch = branch.where(sa.not_(skip))
+            branches.append(self.capture_branch(branch.order_by(*CAPTURE_ORDER).limit(limit), name))
+        both = sa.union_all(*branches).subquery("capturable")
+        return (
+            sa.select(both.c.id)
+            .order_by(both.c.priority.desc(), both.c.run_at, both.c.id)
+            .limit(limit)
+        )
+
+    def capture_branch(self, rows: sa.Select[Any], name: str) -> sa.Select[Any]:
+        """One kind of capturable rows (``rows``: id, priority, run_at, in order, limited)
+        as a member of capturable_ids' UNION ALL, locked where the database locks them
+        (FOR UPDATE SKIP LOCKED, so that concurrent captures pass each other)."""
+        sub = rows.subquery(name)
+        return sa.select(sub.c.id, sub.c.priority, sub.c.run_at)

@@ -20,9 +20,8 @@ from sqlalchemy.engine import Connection
 
 from jobq.database import Database
 from jobq.dialects import Dialect
-from jobq.dialects.predicates import waiting
 from jobq.limits import Limit, Rate, parse_rate
-from jobq.schema import limit_starts, limits, status_is, tasks
+from jobq.schema import limit_starts, limits, status_is, tasks, waiting
 from jobq.tasks import Leases, Status, Task
 from jobq.validation import check_key
 

@@ -5,7 +5,8 @@ Two parts, counted by TaskCounts (exporter.py) and each refreshed by a daemon th
 its own, so that a long count of one never holds up the other:
 
 - ``active``: queued, in_progress, and failed with retries left; the rows of the partial
-  index jobq_tasks_capture, however many finished rows the table holds. Every
+  indexes jobq_tasks_capture and jobq_tasks_lease_expiry, however many finished rows the
+  table holds. Every
   ``interval`` seconds, with the oldest waiting task of each queue.
 - ``finished``: done, failed for good, cancelled, and blocked workflow nodes. No index
   holds (queue_id, status) of these, so counting them reads the whole table: every
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from jobq.errors import first_line
-from jobq.schema import ACTIVE, status_is, tasks
+from jobq.schema import ACTIVE, WAITING, status_is, tasks
 from jobq.tasks import Status, as_utc
 from jobq.urls import scrub
 
@@ -75,20 +76,27 @@ class TaskCounts:
         self.active_statement = self._active_statement()
         self.finished_statement = self._finished_statement()
 
-    def _active_statement(self) -> sa.Select[Any]:
+    def _active_statement(self) -> sa.CompoundSelect:
         """Active rows by queue and status, each group's earliest due run_at, and now."""
         now = self.dialect.now()
-        # Within ACTIVE every failed row has retries left: all of them wait.
+        # Within WAITING every failed row has retries left: all of them wait.
         waiting = sa.or_(status_is(Status.QUEUED), status_is(Status.FAILED))
         due = sa.case((sa.and_(waiting, c.run_at <= now), c.run_at))
         resting = sa.and_(status_is(Status.DONE), c.recurring)
-        # ACTIVE verbatim lets PostgreSQL and SQLite prove the partial index usable; MySQL
-        # reaches its emulation only through its flag column (within).
-        return (
+        # Each predicate verbatim lets PostgreSQL and SQLite prove its partial index usable
+        # (the waiting rows' capture index, the running rows' lease index); MySQL reaches
+        # its emulation only through its flag column (within).
+        waiting_rows = (
             sa.select(c.queue_id, c.status, sa.func.count(), sa.func.min(due), now)
-            .where(self.dialect.within("jobq_tasks_capture"), ACTIVE, sa.not_(resting))
+            .where(self.dialect.within("jobq_tasks_capture"), WAITING, sa.not_(resting))
             .group_by(c.queue_id, c.status)
         )
+        running_rows = (
+            sa.select(c.queue_id, c.status, sa.func.count(), sa.null(), now)
+            .where(self.dialect.within("jobq_tasks_lease_expiry"), status_is(Status.IN_PROGRESS))
+            .group_by(c.queue_id, c.status)
+        )
+        return sa.union_all(waiting_rows, running_rows)
 
     def _finished_statement(self) -> sa.Select[Any]:
         """Finished rows by queue and status, schedules' resting rows left out."""

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 import jobq
-from jobq.schema import tasks
+from jobq.schema import WAITING, tasks
 from jobq.tasks import Completion, Status
 
 FINISHED = 30_000
@@ -76,6 +76,32 @@ def sqlite_plan(store: jobq.Store, statement: str, parameters: Any) -> str:
     return "\n".join(str(row[-1]) for row in plan)
 
 
+def sqlite_branch(store: jobq.Store, statement: str, parameters: Any, name: str) -> str:
+    """The lines of SQLite's plan under CO-ROUTINE ``name`` (a member of capture's UNION)."""
+    with store.engine.connect() as conn:
+        rows = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters).all()
+    (top,) = [row[0] for row in rows if row[-1] == f"CO-ROUTINE {name}"]
+    under, lines = {top}, []
+    for node, parent, _, detail in rows:
+        if parent in under:
+            under.add(node)
+            lines.append(detail)
+    return "\n".join(lines)
+
+
+def postgres_branch(plan: str, name: str) -> str:
+    """The lines of a PostgreSQL plan under ``CTE name`` (a member of capture's UNION)."""
+    lines = plan.splitlines()
+    (start,) = [i for i, line in enumerate(lines) if line.strip() == f"CTE {name}"]
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    branch = []
+    for line in lines[start + 1 :]:
+        if len(line) - len(line.lstrip()) <= indent:
+            break
+        branch.append(line)
+    return "\n".join(branch)
+
+
 def mysql_plan(store: jobq.Store, statement: str, parameters: Any) -> list[dict[str, Any]]:
     with store.engine.connect() as conn:
         return [
@@ -111,11 +137,16 @@ def test_capture_walks_a_partial_index_in_order(store: jobq.Store, backend: str)
         if backend != "sqlite":
             assert_walks_capture_index(store, backend, label)
             continue
-        # With statistics (fill analyses), SQLite sorts nothing at all.
-        plan = sqlite_plan(store, *captured_sql(store, queues))
-        assert "USING INDEX jobq_tasks_capture" in plan, (label, plan)
+        # With statistics (fill analyses), SQLite sorts no waiting row at all: only the
+        # expired runs (read from their own index) and the merge of the two short lists.
+        statement, parameters = captured_sql(store, queues)
+        plan = sqlite_plan(store, statement, parameters)
+        waiting = sqlite_branch(store, statement, parameters, "waiting")
+        assert "USING INDEX jobq_tasks_capture" in waiting, (label, plan)
+        assert "TEMP B-TREE FOR ORDER BY" not in waiting, (label, plan)
+        expired = sqlite_branch(store, statement, parameters, "expired")
+        assert "USING INDEX jobq_tasks_lease_expiry" in expired, (label, plan)
         assert "SCAN jobq_tasks" not in plan, (label, plan)
-        assert "TEMP B-TREE FOR ORDER BY" not in plan, (label, plan)
 
 
 @pytest.mark.slow
@@ -182,29 +213,85 @@ def assert_walks_capture_index(store: jobq.Store, backend: str, label: str) -> N
         plan = sqlite_plan(store, statement, parameters)
         # A SCAN of the partial index itself (no sqlite_stat1 says where the due rows end)
         # walks the waiting rows in order, as a SEARCH in it does.
-        walk = re.search(r"(SCAN|SEARCH) jobq_tasks USING INDEX jobq_tasks_capture", plan)
+        waiting = sqlite_branch(store, statement, parameters, "waiting")
+        walk = re.search(r"(SCAN|SEARCH) jobq_tasks USING INDEX jobq_tasks_capture", waiting)
         table_scan = re.search(r"SCAN jobq_tasks(?! USING INDEX jobq_tasks_capture)", plan)
         assert walk and not table_scan, (label, plan)
         # Without statistics SQLite reads each queue named from jobq_tasks_capture, in order,
         # into a sorter that keeps LIMIT rows and leaves a queue at its first row that would
         # not make it: 0.3 ms a capture from two queues of 200,000 tasks each. Any other sort
         # would read every due row.
-        per_queue = "SEARCH jobq_tasks USING INDEX jobq_tasks_capture (queue_id=?)" in plan
-        assert per_queue or "TEMP B-TREE FOR ORDER BY" not in plan, (label, plan)
+        per_queue = "SEARCH jobq_tasks USING INDEX jobq_tasks_capture (queue_id=?)" in waiting
+        assert per_queue or "TEMP B-TREE FOR ORDER BY" not in waiting, (label, plan)
         return
     if backend == "mysql":
         steps = mysql_plan(store, statement, parameters)
-        (outer,) = [step for step in steps if step["table"] == "jobq_tasks"]
-        # The emulated partial index, read in its order (no sort) up to the LIMIT.
-        assert outer["key"].startswith("jobq_tasks_capture"), (label, steps)
-        assert "filesort" not in (outer["Extra"] or ""), (label, steps)
-        assert all(step["type"] != "ALL" for step in steps), (label, steps)
+        # The first member of the UNION: the emulated partial index of the waiting rows,
+        # read in its order (no sort) up to the LIMIT. The second reads the expired runs
+        # from theirs, and the few rows of the two are sorted together.
+        waiting, expired = [step for step in steps if step["table"] == "jobq_tasks"]
+        assert waiting["key"].startswith("jobq_tasks_capture"), (label, steps)
+        assert "filesort" not in (waiting["Extra"] or ""), (label, steps)
+        assert expired["key"] == "jobq_tasks_lease_expiry", (label, steps)
+        assert all(step["type"] != "ALL" for step in steps if step["table"] != "<derived2>"), (
+            label,
+            steps,
+        )
         return
     for plan in postgres_plans(store, statement, parameters):
-        assert "Index Scan using jobq_tasks_capture" in plan, (label, plan)
+        waiting = postgres_branch(plan, "waiting")
+        assert "Index Scan using jobq_tasks_capture" in waiting, (label, plan)
         assert "Bitmap Index Scan on jobq_tasks_capture" not in plan, (label, plan)
         assert "Seq Scan on jobq_tasks" not in plan, (label, plan)
-        assert not re.search(r"->\s+Sort\b", plan), (label, plan)
+        assert not re.search(r"->\s+Sort\b", waiting), (label, plan)
+        assert "Index Scan using jobq_tasks_lease_expiry" in postgres_branch(plan, "expired")
+
+
+#: Runs in flight when the capture below is explained: 16 workers of 32 slots hold 512.
+RUNNING = 512
+
+
+def test_capture_steps_over_no_running_row(store: jobq.Store, backend: str) -> None:
+    """The capture indexes hold the waiting rows only: a capture reads as many index
+    entries as it takes, however many runs are in flight (before revision 0014 it read
+    every one of them first, and throughput fell as workers were added)."""
+    store.enqueue_many("t", [{"i": i} for i in range(RUNNING + 50)])
+    assert len(store.capture(RUNNING, worker_id="busy")) == RUNNING
+    with store.engine.begin() as conn:
+        mysql = conn.dialect.name in ("mysql", "mariadb")
+        conn.exec_driver_sql("ANALYZE TABLE jobq_tasks" if mysql else "ANALYZE")
+    for label, queues in QUEUE_CHOICES.items():
+        statement, parameters = captured_sql(store, queues)
+        if backend == "sqlite":
+            # SQLite counts no rows in its plans; its partial index is the proof.
+            with store.engine.connect() as conn:
+                where = WAITING.compile(conn, compile_kwargs={"literal_binds": True})
+                indexed = conn.exec_driver_sql(
+                    "SELECT count(*) FROM jobq_tasks INDEXED BY jobq_tasks_capture_any_queue"
+                    f" WHERE {where}"
+                ).scalar()
+            assert indexed == 50, label
+            continue
+        with store.engine.connect() as conn:
+            if backend == "mysql":
+                # MariaDB's ANALYZE runs the statement (a SELECT ... FOR UPDATE here) and
+                # counts the rows each step read (r_rows).
+                found = conn.exec_driver_sql(
+                    "ANALYZE FORMAT=JSON " + statement, parameters
+                ).scalar()
+                read = [float(n) for n in re.findall(r'"r_rows":\s*([0-9.]+)', found)]
+            else:
+                found = "\n".join(
+                    row[0]
+                    for row in conn.exec_driver_sql(
+                        "EXPLAIN (ANALYZE, COSTS OFF) " + statement, parameters
+                    )
+                )
+                waiting = postgres_branch(found, "waiting")
+                read = [float(n) for n in re.findall(r"Rows Removed by Filter: (\d+)", waiting)]
+                read += [float(n) for n in re.findall(r"actual .*rows=(\d+)", waiting)]
+            conn.rollback()
+        assert read and max(read) <= 10, (label, found)
 
 
 @pytest.mark.parametrize("load", ["one transaction", "one call", "calls of 1,000"])

@@ -431,6 +431,21 @@ def test_expired_lease_is_captured_again_and_spends_a_retry(store: jobq.Store) -
     assert final.finished_at is not None
 
 
+def test_expired_runs_and_waiting_rows_are_captured_in_one_order(store: jobq.Store) -> None:
+    """Capture reads expired runs and waiting rows from separate indexes; it still takes
+    them in one order (priority, then run_at, then id), and at most its limit of both."""
+    urgent, late = store.enqueue_many("t", [{"i": 0}, {"i": 1}], priority=5, retries=3)
+    for run in store.capture(2, worker_id="lost"):
+        expire_lease(store, run.id)
+    set_columns(store, late, priority=-5)  # the lost run of ``late`` now comes after the rest
+    middle = store.enqueue_many("t", [{"i": i} for i in range(2, 5)])
+    assert [t.id for t in store.capture(2, worker_id="w")] == [urgent, middle[0]]
+    assert [t.id for t in store.capture(10, worker_id="w")] == [*middle[1:], late]
+    for task_id in (urgent, late):  # each a crashed attempt: it spent a retry
+        task = store.get(task_id)
+        assert task is not None and (task.attempt, task.retries_left) == (2, 2)
+
+
 def test_rescue_fails_expired_runs_and_leaves_live_ones(store: jobq.Store) -> None:
     store.enqueue_many("t", [{}, {}, {}], retries=2)
     expired, live, _ = store.capture(3, worker_id="w")
