@@ -9,9 +9,11 @@ of their own, so they never touch other tables on the server they are given.
 from __future__ import annotations
 
 import os
+import shutil
+import sqlite3
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
@@ -105,9 +107,25 @@ def empty_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> I
     _drop_jobq_tables(url)
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated once for the session, copied for each test that needs one."""
+    path = tmp_path_factory.mktemp("template") / "jobq.db"
+    store = jobq.Store(f"sqlite:///{path}")
+    store.migrate()
+    store.dispose()
+    with closing(sqlite3.connect(path)) as conn:  # everything in the file, none in a WAL
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return path
+
+
 @pytest.fixture
-def db_url(empty_url: str) -> str:
-    """A URL of a freshly migrated database."""
+def db_url(empty_url: str, backend: str, request: pytest.FixtureRequest) -> str:
+    """A URL of a freshly migrated database (on SQLite, a copy of one migrated once)."""
+    if backend == "sqlite":
+        template = request.getfixturevalue("sqlite_template")
+        shutil.copyfile(template, sa.make_url(empty_url).database or "")
+        return empty_url
     store = jobq.Store(empty_url)
     store.migrate()
     store.dispose()

@@ -11,7 +11,11 @@ import pytest
 
 import jobq
 from jobq import Status
+from tests import shared_database
 from tests.helpers import all_rows
+
+#: One migrated database per backend for the module, emptied before each test.
+backend, shared_url, db_url = shared_database.FIXTURES
 
 Call = Callable[[jobq.Store, jobq.Task], Any]
 

@@ -16,7 +16,11 @@ from jobq import Status
 from jobq.lifecycle import bulk
 from jobq.schema import tasks
 from jobq.tasks import as_utc
+from tests import shared_database
 from tests.helpers import all_rows, set_columns
+
+#: One migrated database per backend for the module, emptied before each test.
+backend, shared_url, db_url = shared_database.FIXTURES
 
 FUTURE = datetime.now(UTC) + timedelta(days=1)
 

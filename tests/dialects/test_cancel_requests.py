@@ -18,7 +18,11 @@ from jobq import Status
 from jobq.lifecycle.in_task import PROGRESS
 from jobq.lifecycle.run_control import RunControl
 from jobq.tasks import Completion
+from tests import shared_database
 from tests.helpers import all_rows, expire_lease
+
+#: One migrated database per backend for the module, emptied before each test.
+backend, shared_url, db_url = shared_database.FIXTURES
 
 End = Callable[[jobq.Store, Completion], int]
 

@@ -12,8 +12,11 @@ import pytest
 
 import jobq
 from jobq import Status
-from tests import procs
+from tests import procs, shared_database
 from tests.helpers import all_rows
+
+#: One migrated database per backend for the module, emptied before each test.
+backend, shared_url, db_url = shared_database.FIXTURES
 
 pytestmark = pytest.mark.slow
 

@@ -22,9 +22,12 @@ from sqlalchemy import event
 import jobq
 from jobq import Status
 from jobq.schema import limit_starts, limits
-from tests import procs
+from tests import procs, shared_database
 
-SERVERS = pytest.mark.parametrize("backend", ["postgresql", "mysql"])
+#: One migrated database per backend for the module, emptied before each test.
+backend, shared_url, db_url = shared_database.FIXTURES
+
+SERVERS = pytest.mark.parametrize("backend", ["postgresql", "mysql"], scope="module")
 
 
 def waiting_for(watcher: sa.Connection, holder: sa.Connection) -> int:

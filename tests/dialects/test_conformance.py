@@ -13,7 +13,11 @@ from sqlalchemy import event
 import jobq
 from jobq import Status
 from jobq.tasks import Completion
+from tests import shared_database
 from tests.helpers import all_rows, expire_lease, set_columns
+
+#: One migrated database per backend for the module, emptied before each test.
+backend, shared_url, db_url = shared_database.FIXTURES
 
 PAST = datetime(2020, 1, 1, tzinfo=UTC)
 
@@ -781,7 +785,7 @@ def test_an_error_too_long_keeps_its_start_and_end(store: jobq.Store) -> None:
 
 # Only MySQL's limit (max_allowed_packet, 16 MB here) is small enough to reach in a test;
 # PostgreSQL's and SQLite's are about 1 GB.
-@pytest.mark.parametrize("backend", ["mysql"])
+@pytest.mark.parametrize("backend", ["mysql"], scope="module")
 def test_a_result_too_large_for_the_database_fails_its_run(store: jobq.Store) -> None:
     """Past what one statement may carry, the run fails naming the size; others are kept."""
     room = store.db.room()
@@ -800,7 +804,7 @@ def test_a_result_too_large_for_the_database_fails_its_run(store: jobq.Store) ->
     assert store.get(small.id).result == "ok"  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("backend", ["mysql"])
+@pytest.mark.parametrize("backend", ["mysql"], scope="module")
 def test_many_large_results_are_recorded_in_statements_that_fit(store: jobq.Store) -> None:
     room = store.db.room()
     store.enqueue_many("t", [{}] * 4)
@@ -815,7 +819,7 @@ def test_many_large_results_are_recorded_in_statements_that_fit(store: jobq.Stor
     assert all(len(store.get(r.id).result) == size for r in runs)  # type: ignore[union-attr, arg-type]
 
 
-@pytest.mark.parametrize("backend", ["mysql"])
+@pytest.mark.parametrize("backend", ["mysql"], scope="module")
 def test_arguments_too_large_for_the_database_are_refused_naming_the_limit(
     store: jobq.Store,
 ) -> None:

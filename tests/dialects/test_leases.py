@@ -13,6 +13,10 @@ import pytest
 import jobq
 from jobq import Status
 from jobq.tasks import DEFAULT_LEASE, NO_NAMED_LEASES, Completion, Leases
+from tests import shared_database
+
+#: One migrated database per backend for the module, emptied before each test.
+backend, shared_url, db_url = shared_database.FIXTURES
 
 LEASES = Leases(by_name=(("short", 5.0), ("long", 500.0)), default=20.0)
 

@@ -27,8 +27,11 @@ from jobq import Status
 from jobq.limits import Rate
 from jobq.schema import limit_starts, limits, tasks
 from jobq.tasks import Completion
-from tests import limit_procs
+from tests import limit_procs, shared_database
 from tests.helpers import all_rows, expire_lease
+
+#: One migrated database per backend for the module, emptied before each test.
+backend, shared_url, db_url = shared_database.FIXTURES
 
 # --- helpers --------------------------------------------------------------------------------------
 

@@ -19,8 +19,11 @@ import sqlalchemy as sa
 import jobq
 from jobq.locks import advisory_key
 from jobq.schema import locks
-from tests import lock_procs
+from tests import lock_procs, shared_database
 from tests.lock_procs import intervals
+
+#: One migrated database per backend for the module, emptied before each test.
+backend, shared_url, db_url = shared_database.FIXTURES
 
 pytestmark = pytest.mark.slow
 
@@ -124,7 +127,7 @@ def test_processes_contending_for_a_lease_never_hold_it_together(
         assert row is not None and row.kind == "lease"
 
 
-@pytest.mark.parametrize("backend", ["postgresql"])
+@pytest.mark.parametrize("backend", ["postgresql"], scope="module")
 @pytest.mark.parametrize("kind", ["advisory", "advisory-session"])
 def test_processes_contending_for_an_advisory_lock_never_hold_it_together(
     store: jobq.Store, db_url: str, engine: sa.Engine, lock_name: str, kind: str

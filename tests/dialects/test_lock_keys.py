@@ -13,7 +13,11 @@ import jobq
 from jobq import Status
 from jobq.schema import tasks
 from jobq.tasks import Completion
+from tests import shared_database
 from tests.helpers import all_rows, expire_lease, set_columns
+
+#: One migrated database per backend for the module, emptied before each test.
+backend, shared_url, db_url = shared_database.FIXTURES
 
 PAST = datetime(2020, 1, 1, tzinfo=UTC)
 

@@ -28,13 +28,17 @@ import jobq
 from jobq import AdvisoryLock, Lease, Mutex, Status, TimeoutLock
 from jobq.locks import HeldLock, advisory_key, list_locks, purge, release, retry_until
 from jobq.schema import locks
+from tests import shared_database
+
+#: One migrated database per backend for the module, emptied before each test.
+backend, shared_url, db_url = shared_database.FIXTURES
 
 SHORT = 0.3  # a ttl or timeout that runs out during a test
 PAST_SHORT = 0.5  # a sleep that outlasts SHORT by a wide margin
 LONG = 60.0  # a ttl or timeout that never runs out during a test
 
-ON_POSTGRESQL = pytest.mark.parametrize("backend", ["postgresql"])
-ON_SQLITE = pytest.mark.parametrize("backend", ["sqlite"])
+ON_POSTGRESQL = pytest.mark.parametrize("backend", ["postgresql"], scope="module")
+ON_SQLITE = pytest.mark.parametrize("backend", ["sqlite"], scope="module")
 
 HOST_PID = f"{socket.gethostname()}:{os.getpid()}"
 
@@ -622,7 +626,7 @@ def test_advisory_key_does_not_depend_on_the_hash_seed() -> None:
     assert outputs[0][1] != outputs[1][1], "the seeds did not change hash(); test is moot"
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "mysql"])
+@pytest.mark.parametrize("backend", ["sqlite", "mysql"], scope="module")
 @pytest.mark.parametrize("session", [False, True])
 def test_advisory_lock_requires_postgresql(
     store: jobq.Store, app: jobq.App, session: bool, backend: str

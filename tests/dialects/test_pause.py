@@ -15,7 +15,11 @@ import jobq
 from jobq import Status
 from jobq.errors import InvalidOption
 from jobq.schema import limits
+from tests import shared_database
 from tests.dialects.test_limits import by_queue, capture, enqueue, finish, limit_rows
+
+#: One migrated database per backend for the module, emptied before each test.
+backend, shared_url, db_url = shared_database.FIXTURES
 
 
 @pytest.fixture

@@ -25,7 +25,11 @@ from jobq.periodic import SyncReport
 from jobq.schema import schedules
 from jobq.schema import tasks as tasks_table
 from jobq.tasks import Completion
+from tests import shared_database
 from tests.helpers import all_rows, expire_lease, set_columns
+
+#: One migrated database per backend for the module, emptied before each test.
+backend, shared_url, db_url = shared_database.FIXTURES
 
 #: 2020-01-01 00:00 UTC: a tick of every expression used here, long past.
 PAST = datetime(2020, 1, 1, tzinfo=UTC)
@@ -986,7 +990,7 @@ def test_prune_never_deletes_a_schedules_row(store: jobq.Store) -> None:
 
 
 # SQLite runs one writer at a time: there is nothing to interleave.
-@pytest.mark.parametrize("backend", ["postgresql"])
+@pytest.mark.parametrize("backend", ["postgresql"], scope="module")
 def test_a_redefinition_racing_the_end_of_a_run_does_not_deadlock(
     db_url: str, store: jobq.Store
 ) -> None:

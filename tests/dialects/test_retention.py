@@ -17,7 +17,11 @@ from jobq.queues.retention import FOREVER
 from jobq.schema import task_edges, tasks
 from jobq.upkeep import Upkeep
 from jobq.upkeep.retention import ROUND_INTERVAL, Retention
+from tests import shared_database
 from tests.helpers import all_rows, set_columns
+
+#: One migrated database per backend for the module, emptied before each test.
+backend, shared_url, db_url = shared_database.FIXTURES
 
 DAY = 86400.0
 

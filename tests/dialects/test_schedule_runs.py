@@ -18,6 +18,7 @@ from jobq import ScheduleRun, Status
 from jobq.schedule_runs import KEPT_RUNS
 from jobq.schema import schedule_runs
 from jobq.tasks import Completion
+from tests import shared_database
 from tests.dialects.test_periodic import (
     PAST,
     assert_between,
@@ -29,6 +30,9 @@ from tests.dialects.test_periodic import (
     state,
 )
 from tests.helpers import all_rows, expire_lease
+
+#: One migrated database per backend for the module, emptied before each test.
+backend, shared_url, db_url = shared_database.FIXTURES
 
 
 def stored_runs(store: jobq.Store) -> list[dict[str, object]]:

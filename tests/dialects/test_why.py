@@ -12,7 +12,11 @@ import jobq
 from jobq import Status
 from jobq.observe.why import Explanation
 from jobq.schema import workers
+from tests import shared_database
 from tests.helpers import expire_lease, set_columns
+
+#: One migrated database per backend for the module, emptied before each test.
+backend, shared_url, db_url = shared_database.FIXTURES
 
 TRACEBACK = 'Traceback (most recent call last):\n  File "t.py", line 1\nValueError: boom\n'
 

@@ -23,10 +23,10 @@ from sqlalchemy import event
 
 import jobq
 from jobq import Status
-from jobq.schema import metadata, task_edges, tasks, workflows
+from jobq.schema import task_edges, tasks, workflows
 from jobq.tasks import Completion
 from jobq.worker import Worker
-from tests.conftest import BACKENDS, _drop_jobq_tables
+from tests import shared_database
 from tests.helpers import all_rows, expire_lease, set_columns
 
 c = tasks.c
@@ -38,41 +38,8 @@ WITH_ITS_WORKFLOW = "cancelled with its workflow"
 # --- fixtures and helpers ---------------------------------------------------------------
 
 
-# Migrating a database per test takes about as long as these tests themselves on a server
-# (a second each on a busy MariaDB): the module migrates one per database, and each test
-# starts from its tables emptied.
-@pytest.fixture(scope="module", params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
-@pytest.fixture(scope="module")
-def migrated_url(
-    backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    """A database migrated once for the module's tests on ``backend``."""
-    if backend == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('workflows') / 'jobq.db'}"
-    else:
-        url = request.getfixturevalue({"postgresql": "postgres_url", "mysql": "mysql_url"}[backend])
-        _drop_jobq_tables(url)
-    store = jobq.Store(url)
-    store.migrate()
-    store.dispose()
-    yield url
-    if backend != "sqlite":
-        _drop_jobq_tables(url)
-
-
-@pytest.fixture
-def db_url(migrated_url: str) -> str:
-    """The module's database, every row of every jobq table deleted."""
-    store = jobq.Store(migrated_url)
-    with store.engine.begin() as conn:
-        for table in reversed(metadata.sorted_tables):
-            conn.execute(sa.delete(table))
-    store.dispose()
-    return migrated_url
+#: One migrated database per backend for the module, emptied before each test.
+backend, shared_url, db_url = shared_database.FIXTURES
 
 
 @pytest.fixture
