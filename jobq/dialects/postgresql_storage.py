@@ -7,7 +7,7 @@ table of ten million finished rows carries two million dead ones before anything
 up, and each vacuum then takes long. These settings vacuum jobq's tables after a fixed
 number of dead rows instead, analyse them sooner, and leave room in each page so that an
 updated row can stay on its page (a HOT update where no indexed column changed: a
-worker's heartbeat row, a lease renewal).
+worker's heartbeat row, a lock's lease renewal; not a task's, see jobq_tasks below).
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from sqlalchemy.engine import Connection
 #: databases migrated before it.
 TABLE_SETTINGS: dict[str, dict[str, str]] = {
     "jobq_tasks": {
-        # Room for the new version of an updated row on its own page.
+        # Room for the new version of an updated row on its own page. No update of a run
+        # is HOT (each changes status or locked_until, which indexes name): after 1M
+        # runs benchmarks/table_settings.py saw none, and a heap 17% larger for this.
         "fillfactor": "80",
         # Vacuum after 1,000 dead rows plus 1% of the table, not 50 + 20%.
         "autovacuum_vacuum_threshold": "1000",
