@@ -11,9 +11,14 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import pytest
 import sqlalchemy as sa
 
 from tests.acceptance.test_cli import Cli, cli, failure, sqlite_only
+
+# Doctor reads server-wide state (sessions of the database, replication slots) that
+# tests running beside it would change: never in parallel with others.
+pytestmark = pytest.mark.serial
 
 __all__ = ["cli"]  # the fixture, shared with test_cli
 

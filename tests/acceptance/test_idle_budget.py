@@ -24,7 +24,7 @@ from tests.acceptance.test_hostile_tasks import alive_until, stop
 from tests.conftest import missing
 from tests.worker_processes import Workers
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 WORKERS = 5
 #: Seconds over which the transactions are counted.

@@ -26,7 +26,7 @@ from tests.apps.burst import tick
 from tests.conftest import missing
 from tests.worker_processes import Workers
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 GROUPS = 10
 PROCESSES = 10

@@ -17,7 +17,11 @@ from jobq import Status
 from tests.acceptance.test_worker_processes import store, wait_until, worker  # noqa: F401
 from tests.apps import mixed
 
-pytestmark = [pytest.mark.slow, pytest.mark.parametrize("backend", ["postgresql"])]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.serial,
+    pytest.mark.parametrize("backend", ["postgresql"]),
+]
 
 
 def conninfo(db_url: str) -> str:

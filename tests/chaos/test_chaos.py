@@ -19,7 +19,7 @@ from tests import postgres_server
 from tests.chaos import scenario
 from tests.conftest import missing
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 TASKS = int(os.environ.get("JOBQ_CHAOS_TASKS", "20000"))
 WORKERS = 6
 

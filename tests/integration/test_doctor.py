@@ -24,6 +24,10 @@ from jobq.doctor import Diagnosis, Finding, Thresholds, examine
 from jobq.doctor.findings import MB
 from jobq.errors import SchemaNotMigrated
 
+# Doctor reads server-wide state (sessions of the database, replication slots) that
+# tests running beside it would change: never in parallel with others.
+pytestmark = pytest.mark.serial
+
 _T = TypeVar("_T")
 
 sqlite_only = pytest.mark.parametrize("backend", ["sqlite"])

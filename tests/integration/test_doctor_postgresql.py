@@ -29,6 +29,10 @@ from jobq.doctor import Diagnosis, Finding, Thresholds, examine
 from tests import postgres_server
 from tests.conftest import ENV, missing
 
+# Doctor reads server-wide state (sessions of the database, replication slots) that
+# tests running beside it would change: never in parallel with others.
+pytestmark = pytest.mark.serial
+
 _T = TypeVar("_T")
 
 #: Thresholds a test can reach in a second: everything else at its default.
