@@ -92,6 +92,12 @@ def backend(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+def session_url(backend: str, request: pytest.FixtureRequest) -> str:
+    """The URL of the session's schema (PostgreSQL) or database (MySQL) on ``backend``."""
+    fixture = {"postgresql": "postgres_url", "mysql": "mysql_url"}[backend]
+    return str(request.getfixturevalue(fixture))
+
+
 @pytest.fixture
 def empty_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A URL of a database with no jobq tables in it."""
@@ -101,7 +107,7 @@ def empty_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> I
         (tmp_path / "jobq.db").touch()
         yield f"sqlite:///{tmp_path / 'jobq.db'}"
         return
-    url = request.getfixturevalue({"postgresql": "postgres_url", "mysql": "mysql_url"}[backend])
+    url = session_url(backend, request)
     _drop_jobq_tables(url)
     yield url
     _drop_jobq_tables(url)

@@ -12,21 +12,20 @@ A test of such a module that names its backends (``parametrize("backend", [...])
 
 Each test then starts from every jobq table emptied (ids go on counting, and the
 planner's statistics stay as the last test left them: a module about plans or schema
-keeps conftest's fresh database per test). Should a test drop a table, the next one
-starts from a database migrated again.
+keeps conftest's fresh database per test, as does one that drops or alters a table).
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
 import jobq
 from jobq.schema import metadata
-from tests.conftest import BACKENDS, _drop_jobq_tables
+from tests.conftest import BACKENDS, _drop_jobq_tables, session_url
 
 
 @pytest.fixture(scope="module", params=BACKENDS, name="backend")
@@ -40,34 +39,26 @@ def shared_url(
 ) -> Iterator[str]:
     """A database migrated once for the module's tests on ``backend``."""
     if backend == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('shared') / 'jobq.db'}"
-    else:
-        url = request.getfixturevalue({"postgresql": "postgres_url", "mysql": "mysql_url"}[backend])
-        _drop_jobq_tables(url)
+        path = tmp_path_factory.mktemp("shared") / "jobq.db"
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
+        yield f"sqlite:///{path}"
+        return
+    url = session_url(backend, request)
+    _drop_jobq_tables(url)
     store = jobq.Store(url)
     store.migrate()
     store.dispose()
     yield url
-    if backend != "sqlite":
-        _drop_jobq_tables(url)
+    _drop_jobq_tables(url)
 
 
 @pytest.fixture(name="db_url")
 def shared_db_url(shared_url: str) -> str:
     """The module's database, every row of every jobq table deleted."""
     store = jobq.Store(shared_url)
-    try:
-        with store.engine.begin() as conn:
-            for table in reversed(metadata.sorted_tables):
-                conn.execute(sa.delete(table))
-    except sa.exc.DBAPIError:  # a table is gone: the test before dropped it
-        store.dispose()
-        if shared_url.startswith("sqlite"):
-            Path(sa.make_url(shared_url).database or "").unlink(missing_ok=True)
-        else:
-            _drop_jobq_tables(shared_url)
-        store = jobq.Store(shared_url)
-        store.migrate()
+    with store.engine.begin() as conn:
+        for table in reversed(metadata.sorted_tables):
+            conn.execute(sa.delete(table))
     store.dispose()
     return shared_url
 

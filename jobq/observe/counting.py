@@ -6,8 +6,7 @@ its own, so that a long count of one never holds up the other:
 
 - ``active``: queued, in_progress, and failed with retries left; the rows of the partial
   indexes jobq_tasks_capture and jobq_tasks_lease_expiry, however many finished rows the
-  table holds. Every
-  ``interval`` seconds, with the oldest waiting task of each queue.
+  table holds. Every ``interval`` seconds, with the oldest waiting task of each queue.
 - ``finished``: done, failed for good, cancelled, and blocked workflow nodes. No index
   holds (queue_id, status) of these, so counting them reads the whole table: every
   ``finished_interval`` seconds, and never sooner than DUTY times the last count's
