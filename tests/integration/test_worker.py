@@ -70,6 +70,9 @@ def test_a_result_that_is_not_json_fails_its_task_and_nothing_else(app: jobq.App
     assert worker.stats["failed"] == 3 and worker.stats["done"] == 2
 
 
+# Whether asyncio cancels the async run within its 0.5 s depends on the machine's load: a
+# run late to stop is counted as timed out too. Alone, never beside other tests.
+@pytest.mark.serial
 def test_timeouts_fail_sync_and_async_runs(app: jobq.App) -> None:
     sync_id = mixed.too_slow.enqueue(seconds=3)
     async_id = mixed.too_slow_async.enqueue(seconds=3)
