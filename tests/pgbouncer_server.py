@@ -85,6 +85,10 @@ class Bouncer:
         user = sa.make_url(self.direct_url).username
         return f"host=127.0.0.1 port={self.port} user={user} dbname={database or self.database}"
 
+    def connect(self) -> psycopg.Connection:
+        """A plain psycopg client of the pooled database (not in autocommit)."""
+        return psycopg.connect(self._conninfo(), connect_timeout=10)
+
     def server_connections(self) -> int:
         """Server connections PgBouncer holds now (SHOW POOLS: active, idle, used, ...)."""
         with psycopg.connect(self._conninfo("pgbouncer"), autocommit=True) as admin:

@@ -29,9 +29,8 @@ from tests.conftest import _drop_jobq_tables, missing
 
 pytestmark = pytest.mark.slow
 
-#: More runs of each statement than psycopg's prepare_threshold (5), from two clients at
-#: once, over a pool of two server sessions: a prepared statement meets a session it was
-#: not prepared on.
+#: More runs of each statement than psycopg's prepare_threshold (5), over a pool of two
+#: server sessions: without jobq_pooler, psycopg prepares what jobq runs.
 ROUNDS = 30
 
 
@@ -153,17 +152,27 @@ def test_without_jobq_pooler_psycopg_prepared_statements_break(
     bouncer: pgbouncer_server.Bouncer, pooled: jobq.Store
 ) -> None:
     """The control: the same work through the same PgBouncer, by a client that does not
-    say it is pooled, fails once a prepared statement lands on another server session."""
+    say it is pooled, fails once a statement it prepared on one server session runs on
+    another. Two held transactions steer it there whatever the machine's load: the first
+    keeps one of the pool's two server sessions while the client prepares its statements
+    on the other; the second takes that one, the first lets its own go, and the client's
+    next turn lands on the session that never saw them."""
     plain = jobq.Store(bouncer.plain_url)
 
-    def turns(k: int) -> None:
-        for i in range(ROUNDS):
-            plain.enqueue("t", {"k": k, "i": i}, queue=f"q{k}")
-            for task in plain.capture(1, worker_id=f"w{k}", queues=[f"q{k}"]):
-                plain.set_status(task.id, task.attempt, Status.DONE)
+    def turn(i: int) -> None:
+        plain.enqueue("t", {"i": i}, queue="q")
+        for task in plain.capture(1, worker_id="w", queues=["q"]):
+            plain.set_status(task.id, task.attempt, Status.DONE)
 
     try:
-        with pytest.raises((sa.exc.DBAPIError, jobq.JobqError), match="prepared statement"):
-            in_two_threads(turns)
+        with bouncer.connect() as first, bouncer.connect() as second:
+            first.execute("SELECT 1")  # opens a transaction: holds one server session
+            for i in range(ROUNDS):
+                turn(i)  # on the other server session, prepared there after 5 runs
+            second.execute("SELECT 1")  # takes that session, the only free one
+            first.commit()
+            with pytest.raises((sa.exc.DBAPIError, jobq.JobqError), match="prepared statement"):
+                turn(ROUNDS)
+            second.commit()
     finally:
         plain.dispose()
