@@ -21,10 +21,17 @@ from jobq.tasks import Undecodable
 Processor = Callable[[Any], Any] | None
 
 
+#: A dialect's Dialect.native_statement: SQL in the server's own placeholders, and the bind
+#: names in their order, or None.
+Native = Callable[[str], tuple[str, tuple[str, ...]] | None]
+
+
 class Prepared:
     """``statement`` compiled for ``dialect``, with what it takes to bind and read it."""
 
-    def __init__(self, statement: sa.Executable, dialect: SQLAlchemyDialect) -> None:
+    def __init__(
+        self, statement: sa.Executable, dialect: SQLAlchemyDialect, native: Native | None = None
+    ) -> None:
         compiled = statement.compile(dialect=dialect)  # type: ignore[attr-defined]
         if compiled.literal_execute_params or compiled.post_compile_params:
             raise ValueError("Prepared statements cannot have expanding or literal parameters")
@@ -40,14 +47,29 @@ class Prepared:
         #: Whether parameters() gives a tuple (the driver's paramstyle), else a dict.
         self.positional: bool = bool(dialect.positional)
         self._positions: Sequence[str] | None = compiled.positiontup if dialect.positional else None
+        #: The SQL in the server's own placeholders, for a driver cursor that sends it as it
+        #: is (Dialect.raw_cursor), where the dialect has one; else None.
+        self.native_sql: str | None = None
+        self._native_names: tuple[str, ...] = ()
+        if native is not None and (converted := native(self.sql)) is not None:
+            self.native_sql, self._native_names = converted
 
     def parameters(self, values: Mapping[str, Any]) -> Any:
         """The driver's parameters for ``values`` (bind name -> Python value)."""
+        params = self._processed(values)
+        if self._positions is not None:
+            return tuple(params[name] for name in self._positions)
+        return params
+
+    def native_parameters(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
+        """The parameters of ``native_sql`` for ``values``, in its placeholders' order."""
+        params = self._processed(values)
+        return tuple(params[name] for name in self._native_names)
+
+    def _processed(self, values: Mapping[str, Any]) -> dict[str, Any]:
         params = {**self._defaults, **values}
         for name, processor in self._processors:
             params[name] = processor(params[name])
-        if self._positions is not None:
-            return tuple(params[name] for name in self._positions)
         return params
 
 

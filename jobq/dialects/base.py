@@ -158,6 +158,15 @@ class Dialect(CapturePredicates):
     def unprepare_raw(self, raw: Any) -> None:
         """Undo prepare_raw on a connection going back to the engine's pool (raw_from_pool)."""
 
+    def native_statement(self, sql: str) -> tuple[str, tuple[str, ...]] | None:
+        """``sql``, compiled in the driver's paramstyle, in the server's own placeholders
+        with the bind names in their order, for raw_cursor; None where there is none."""
+        return None
+
+    def raw_cursor(self, raw: Any) -> Any:
+        """A cursor of driver connection ``raw`` that sends native_statement's SQL as it is."""
+        raise NotImplementedError(f"{self.name} has no native statements")
+
     def raw_begin(self, cursor: Any) -> None:
         """Start the transaction around one statement run on a raw driver cursor, if any."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -37,6 +38,8 @@ _UNIQUE_VIOLATION = "23505"
 # SQLSTATEs: deadlock_detected, serialization_failure.
 _CONFLICTS = {"40P01", "40001"}
 _LOCK_NOT_AVAILABLE = "55P03"
+#: A placeholder of SQLAlchemy's psycopg dialect, %(name)s, or an escaped percent sign.
+_PYFORMAT = re.compile(r"%%|%\(([^)]+)\)s")
 #: The advisory lock key of jobq's migrations: jobq.locks.advisory_key("jobq migrate").
 _MIGRATION_KEY = int.from_bytes(
     hashlib.sha256(MIGRATION_LOCK.encode()).digest()[:8], "big", signed=True
@@ -116,6 +119,25 @@ class PostgresDialect(Dialect):
 
     def unprepare_raw(self, raw: Any) -> None:
         raw.autocommit = False  # as SQLAlchemy's own units expect it
+
+    def native_statement(self, sql: str) -> tuple[str, tuple[str, ...]] | None:
+        # SQLAlchemy's psycopg dialect compiles to %(name)s, with a literal % as %%.
+        names: list[str] = []
+
+        def placeholder(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name is None:
+                return "%"
+            if name not in names:
+                names.append(name)
+            return f"${names.index(name) + 1}"
+
+        return _PYFORMAT.sub(placeholder, sql), tuple(names)
+
+    def raw_cursor(self, raw: Any) -> Any:
+        import psycopg
+
+        return psycopg.RawCursor(raw)
 
     def row_reader(
         self, columns: Sequence[sa.ColumnElement[Any]], engine: Engine
