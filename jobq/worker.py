@@ -318,11 +318,9 @@ class Worker:
                 captured = self._capture(free)  # records finished runs in the same commit
                 free_since = None  # slots it left free count from its end
             else:
-                # The capture due within _CAPTURE_WAIT records the ends in its statement,
-                # but a limited queue's freed slot must be free at once: held for this
-                # worker's own next capture, no other worker would ever get it.
-                if free == 0 or self._serves_limited:
+                if free == 0:
                     self._record()
+                # else the capture due within _CAPTURE_WAIT records them in its statement
                 captured = []
             if captured:
                 # The new leases run from now: renew them in time even if the last
