@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import logging
 import re
-import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -21,16 +18,16 @@ from jobq.dialects.base import (
     Dialect,
     release_session_lock,
 )
-from jobq.errors import LockNotAcquired, first_line
+from jobq.dialects.postgresql_listen import CHANNEL, ENDED_CHANNEL, start_listening
+from jobq.errors import LockNotAcquired
 from jobq.outage import Outage
 from jobq.prepared import RowReader
 from jobq.schema import LOCK_KEY_HELD, task_edges, tasks
 
 if TYPE_CHECKING:
-    import psycopg
+    pass
 
 c = tasks.c
-log = logging.getLogger("jobq.listen")
 
 # SQLSTATEs: undefined_table, undefined_column.
 _MISSING_SCHEMA = {"42P01", "42703"}
@@ -122,17 +119,15 @@ class PostgresDialect(Dialect):
 
     def native_statement(self, sql: str) -> tuple[str, tuple[str, ...]] | None:
         # SQLAlchemy's psycopg dialect compiles to %(name)s, with a literal % as %%.
-        names: list[str] = []
+        numbers: dict[str, int] = {}  # bind name -> its $n, in order of first use
 
         def placeholder(match: re.Match[str]) -> str:
             name = match.group(1)
             if name is None:
                 return "%"
-            if name not in names:
-                names.append(name)
-            return f"${names.index(name) + 1}"
+            return f"${numbers.setdefault(name, len(numbers) + 1)}"
 
-        return _PYFORMAT.sub(placeholder, sql), tuple(names)
+        return _PYFORMAT.sub(placeholder, sql), tuple(numbers)
 
     def raw_cursor(self, raw: Any) -> Any:
         import psycopg
@@ -301,7 +296,7 @@ class PostgresDialect(Dialect):
         def on_payload(payload: str | None) -> None:
             on_enqueued(None if payload is None else {q for q in payload.split(",") if q})
 
-        _start_listening(url, CHANNEL, on_payload, stop, outage, "jobq-listen")
+        start_listening(url, CHANNEL, on_payload, stop, outage, "jobq-listen")
         return True
 
     def why_polling(self) -> str | None:
@@ -339,7 +334,7 @@ class PostgresDialect(Dialect):
         url = self._listen_url(engine)
         if url is None:
             return False
-        _start_listening(url, ENDED_CHANNEL, on_payload, stop, outage, "jobq-listen-ends")
+        start_listening(url, ENDED_CHANNEL, on_payload, stop, outage, "jobq-listen-ends")
         return True
 
     def is_missing_schema(self, error: sa.exc.DBAPIError) -> bool:
@@ -398,72 +393,3 @@ class PostgresDialect(Dialect):
 def _plus(moment: sa.ColumnElement[Any], seconds: Any) -> sa.ColumnElement[Any]:
     interval = sa.func.make_interval(0, 0, 0, 0, 0, 0, seconds)
     return sa.type_coerce(moment + interval, sa.DateTime(timezone=True))
-
-
-#: The channel that revision 0003's trigger notifies after each INSERT into jobq_tasks.
-CHANNEL = "jobq_tasks"
-#: The channel that revision 0009's triggers notify (payload: the id) when an awaited task
-#: finishes or is deleted.
-ENDED_CHANNEL = "jobq_ended"
-
-
-def _start_listening(
-    url: sa.URL,
-    channel: str,
-    on_payload: Callable[[str | None], None],
-    stop: Any,
-    outage: Outage | None,
-    name: str,
-) -> None:
-    """Run _listen_until_stopped in a daemon thread called ``name``."""
-    thread = threading.Thread(
-        target=_listen_until_stopped, args=(url, channel, on_payload, stop, outage or Outage()),
-        name=name, daemon=True,
-    )  # fmt: skip
-    thread.start()
-
-
-def _listen_until_stopped(
-    url: sa.URL,
-    channel: str,
-    on_payload: Callable[[str | None], None],
-    stop: threading.Event,
-    outage: Outage,
-) -> None:
-    """LISTEN on ``channel`` on its own connection until ``stop`` is set, reconnecting by
-    itself; ``on_payload(payload)`` for each notification, and ``on_payload(None)`` each
-    time the LISTEN is (again) in place, since notifications sent while there was none
-    are lost.
-
-    A lost connection (a killed session, a restart) is made again at once and logged in
-    one line. While no connection can be made, ``outage`` hears of it (it logs the start
-    and the end of the outage, once each) and tries again after growing pauses.
-    """
-    import psycopg  # here: a worker on another database need not import it (80 ms)
-
-    conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
-    pause = 0.0
-    lost: psycopg.Error | None = None  # what ended the last connection, not yet logged
-    while not stop.wait(pause):
-        began = time.monotonic()
-        listening = False
-        try:
-            with psycopg.connect(conninfo, autocommit=True) as conn:
-                conn.execute(f"LISTEN {channel}")
-                listening, pause = True, 0.0
-                outage.reached()
-                if lost is not None:
-                    log.warning("LISTEN connection lost (%s); listening again", first_line(lost))
-                    lost = None
-                # Notifications may have been sent while we were not listening: look once.
-                on_payload(None)
-                while not stop.is_set():
-                    for notification in conn.notifies(timeout=1.0):
-                        on_payload(notification.payload)
-        except psycopg.Error as error:
-            if listening:
-                lost = error  # connect again at once: most often only this session ended
-            else:
-                lost = None  # the outage's own line says it all
-                outage.lost("LISTEN", error, began)
-                pause = min(max(pause * 2, 0.5), 10.0)
