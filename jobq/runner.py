@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 
 #: The outcome of a run stopped before it ended, or before it started.
 CANCELLED = Outcome(Status.FAILED, error="cancelled")
+#: Seconds past its timeout before the worker itself counts an async run timed out: its
+#: own asyncio.timeout, which starts a moment after the capture on the event loop's thread,
+#: ends it first; the worker's check is for a loop blocked past it, and must not race it.
+ASYNC_TIMEOUT_SLACK = 1.0
 
 
 @dataclass
@@ -59,11 +63,14 @@ class Run:
 
     @classmethod
     def of(cls, task: Task, definition: TaskDefinition | None) -> Run:
-        """A run of ``task``; with a timeout, it gets its deadline from now."""
+        """A run of ``task``; with a timeout, it gets its deadline from now (an async one
+        ASYNC_TIMEOUT_SLACK later)."""
         now = time.monotonic()
         deadline = None
         if definition is not None and definition.timeout is not None:
             deadline = now + definition.timeout
+            if definition.is_async:
+                deadline += ASYNC_TIMEOUT_SLACK
         return cls(task, definition, deadline, began=now)
 
     def seconds(self) -> float | None:
