@@ -86,15 +86,16 @@ def take_turns(
 def hammer_timeout_lock(
     url: str, name: str, proc: int, timeout: float, seconds: float, start: Any
 ) -> None:
-    """Try one TimeoutLock every 5-20 ms for ``seconds``, recording each success."""
+    """Try one TimeoutLock every 5-20 ms for ``seconds``, recording each success as the
+    moments just before and just after its acquire() (it was taken between the two)."""
     store = jobq.Store(url)
     lock = jobq.TimeoutLock(store, name, timeout)
     rng = random.Random(proc)
     start.wait()
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
+        before = time.time_ns()
         if lock.acquire():
-            now = time.time_ns()
-            record(store.engine, proc, now, now)
+            record(store.engine, proc, before, time.time_ns())
         time.sleep(rng.uniform(0.005, 0.02))
     store.dispose()

@@ -145,14 +145,16 @@ def test_processes_contending_for_an_advisory_lock_never_hold_it_together(
 def test_processes_hammering_a_timeout_lock_succeed_once_per_timeout(
     db_url: str, engine: sa.Engine, lock_name: str
 ) -> None:
-    """Four processes try a 1 s TimeoutLock every few ms for 3 s: it is acquired 3 or 4
-    times in all, each success at least a second after the one before."""
+    """Four processes try a 1 s TimeoutLock every few ms for 3 s: it is acquired at least
+    3 times, each success at least a second after the one before. A success is known only
+    to lie between the moments before and after its acquire(); on a busy machine a call
+    can take a while, so each gap checked is the widest it could have been."""
     timeout, seconds, slack_ns = 1.0, 3.0, 50_000_000
     run_processes(
         lock_procs.hammer_timeout_lock,
         [(db_url, lock_name, proc, timeout, seconds) for proc in range(PROCESSES)],
     )
-    successes = [enter for _, enter, _ in recorded(engine)]
-    assert 3 <= len(successes) <= 4, successes
-    gaps = [b - a for a, b in pairwise(successes)]
+    successes = [(before, after) for _, before, after in recorded(engine)]
+    assert len(successes) >= 3, successes
+    gaps = [later_after - before for (before, _), (_, later_after) in pairwise(successes)]
     assert all(gap >= timeout * 1e9 - slack_ns for gap in gaps), [g / 1e9 for g in gaps]
