@@ -269,7 +269,8 @@ class Worker:
     # --- the loop ---------------------------------------------------------------------
 
     def _work(self) -> None:
-        next_heartbeat = last_capture = 0.0
+        next_heartbeat = 0.0
+        free_since: float | None = None  # since when slots have been free, unfilled
         while True:
             self._collect(wait=0)
             now = time.monotonic()
@@ -291,11 +292,18 @@ class Worker:
                 self._collect(wait=0.05)
                 continue
             free = self.concurrency - len(self._runs)
+            if free == 0:
+                free_since = None
+            elif free_since is None:
+                free_since = now
             # Fewer, fuller round trips: capture once every slot is free, or when free
-            # slots have waited 10 ms (a long task must not hold the others back).
+            # slots have waited 10 ms (a long task must not hold the others back). The
+            # wait counts from when slots came free, not from when the last capture
+            # began: a capture can take longer than 10 ms on a busy machine, and then
+            # the next would leave at once with a few slots, ever more, ever smaller.
             worth_it = (
                 free == self.concurrency
-                or now - last_capture >= _CAPTURE_WAIT
+                or (free_since is not None and now - free_since >= _CAPTURE_WAIT)
                 or self._capture_again
             )
             # A capture in the statement that records failures cannot see them come back.
@@ -308,9 +316,13 @@ class Worker:
                 # leaves every limited queue out whatever it knows of them.
                 self.store.limits_max_age = self._idle_limits_age if self._idle_polls else None
                 captured = self._capture(free)  # records finished runs in the same commit
-                last_capture = now
+                free_since = None  # slots it left free count from its end
             else:
-                self._record()
+                # The capture due within _CAPTURE_WAIT records the ends in its statement,
+                # but a limited queue's freed slot must be free at once: held for this
+                # worker's own next capture, no other worker would ever get it.
+                if free == 0 or self._serves_limited:
+                    self._record()
                 captured = []
             if captured:
                 # The new leases run from now: renew them in time even if the last
@@ -335,7 +347,8 @@ class Worker:
             wait = self._idle_wait(now) if not self._runs else min(self.poll_interval, 0.05)
             if free > 0 and not worth_it:
                 # Free slots wait for the others only until _CAPTURE_WAIT is up.
-                wait = min(wait, max(_CAPTURE_WAIT - (now - last_capture), 0.001))
+                assert free_since is not None
+                wait = min(wait, max(_CAPTURE_WAIT - (now - free_since), 0.001))
             self._collect(wait=wait)
 
     def _idle_wait(self, now: float) -> float:

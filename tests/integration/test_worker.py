@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -82,6 +84,39 @@ def test_timeouts_fail_sync_and_async_runs(app: jobq.App) -> None:
         assert task is not None and task.status is Status.FAILED
         assert task.error == "timed out after 0.5 s"
     assert worker.stats["timed_out"] == 1  # the sync one; asyncio cancelled the other
+
+
+def test_a_capture_slower_than_the_wait_for_free_slots_still_fills_them_all(
+    app: jobq.App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a busy server a capture can take longer than the 10 ms free slots wait for the
+    others: the next capture still waits for the slots to come free (it does not leave at
+    once with the few that have), and the runs' ends ride in the captures' statements
+    rather than in transactions of their own while the worker waits."""
+    store = app.store
+    for _ in range(80):
+        mixed.sleep.enqueue(seconds=0)
+    sizes: list[int] = []
+    separate: list[int] = []
+    capture, set_statuses = store.complete_and_capture, store.set_statuses
+
+    def slow_capture(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.03)  # three times the wait: a round trip to a busy server
+        applied, captured = capture(*args, **kwargs)
+        sizes.append(len(captured))
+        return applied, captured
+
+    def counted_set_statuses(ends: Any, *args: Any, **kwargs: Any) -> Any:
+        separate.append(len(ends))
+        return set_statuses(ends, *args, **kwargs)
+
+    monkeypatch.setattr(store, "complete_and_capture", slow_capture)
+    monkeypatch.setattr(store, "set_statuses", counted_set_statuses)
+    worker = burst(app, concurrency=8)
+    assert worker.stats["done"] == 80
+    taken = [size for size in sizes if size]
+    assert sum(taken) == 80 and statistics.median(taken) == 8, sizes
+    assert separate == []
 
 
 def test_an_unknown_task_name_fails_and_the_worker_carries_on(app: jobq.App) -> None:
