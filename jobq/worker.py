@@ -134,6 +134,9 @@ class Worker:
         self._burst_next_due = 0.0
         # time.monotonic() when the last capture began.
         self._captured_at = 0.0
+        # time.monotonic() of the last look that came back short while runs went on (see
+        # _drained), or None.
+        self._drained_at: float | None = None
         self.rescue_interval = rescue_interval
         #: Runs past their timeouts; the worker stops (exit_code 3) once ``max_stuck`` are
         #: ``stuck_after`` seconds past them.
@@ -305,7 +308,7 @@ class Worker:
                 free == self.concurrency
                 or (free_since is not None and now - free_since >= _CAPTURE_WAIT)
                 or self._capture_again
-            )
+            ) and not self._drained(now)
             # A capture in the statement that records failures cannot see them come back.
             recorded_failures = any(end.status is Status.FAILED for end in self._unrecorded)
             if free > 0 and worth_it:
@@ -317,6 +320,8 @@ class Worker:
                 self.store.limits_max_age = self._idle_limits_age if self._idle_polls else None
                 captured = self._capture(free)  # records finished runs in the same commit
                 free_since = None  # slots it left free count from its end
+                short = len(captured) < free and not (self._serves_limited or self._capture_again)
+                self._drained_at = now if short else None
             else:
                 # The capture due within _CAPTURE_WAIT records the ends in its statement,
                 # but a limited queue's freed slot must be free at once: held for this
@@ -345,11 +350,27 @@ class Worker:
                 self._capture_again = False
                 continue
             wait = self._idle_wait(now) if not self._runs else min(self.poll_interval, 0.05)
-            if free > 0 and not worth_it:
+            if self._drained(now):
+                assert self._drained_at is not None
+                wait = min(wait, max(self._drained_at + self.poll_interval - now, 0.001))
+            elif free > 0 and not worth_it:
                 # Free slots wait for the others only until _CAPTURE_WAIT is up.
                 assert free_since is not None
                 wait = min(wait, max(_CAPTURE_WAIT - (now - free_since), 0.001))
             self._collect(wait=wait)
+
+    def _drained(self, now: float) -> bool:
+        """Whether free slots beside running ones wait to look again: the last look came
+        back short less than --poll-interval ago, as an idle worker's would. An enqueue
+        heard, a retry falling due or ends to record (a look rides in their write) end it;
+        where a limited queue is served it never begins (another worker frees its slots)."""
+        return (
+            self._drained_at is not None
+            and bool(self._runs)
+            and now - self._drained_at < self.poll_interval
+            and now < self._next_due
+            and not self._unrecorded
+        )
 
     def _idle_wait(self, now: float) -> float:
         """Seconds to wait, with nothing running, before the next look for due tasks: from
@@ -489,6 +510,7 @@ class Worker:
         for item in finished:
             if item is None:
                 self._idle_polls = 0  # tasks arrived: look again soon, and often
+                self._drained_at = None
                 continue  # a nudge: the caller's loop captures next
             fence, outcome = item
             run = self._runs.pop(fence, None)

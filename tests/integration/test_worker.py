@@ -119,6 +119,44 @@ def test_a_capture_slower_than_the_wait_for_free_slots_still_fills_them_all(
     assert separate == []
 
 
+def test_free_slots_beside_a_long_run_look_no_more_often_than_the_poll_interval(
+    app: jobq.App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One slot runs a 2 s task, seven are free and the queue is empty: they look for
+    tasks every --poll-interval (0.25 s), not every few ms; a task enqueued meanwhile still
+    starts, and a short run's end is written while the long one goes on."""
+    store = app.store
+    looks: list[float] = []
+    capture = store.complete_and_capture
+
+    def counted_capture(*args: Any, **kwargs: Any) -> Any:
+        looks.append(time.monotonic())
+        return capture(*args, **kwargs)
+
+    monkeypatch.setattr(store, "complete_and_capture", counted_capture)
+    long_id = mixed.sleep.enqueue(seconds=2)
+    worker = Worker(app, concurrency=8, poll_interval=0.25)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        while store.get(long_id).status is not Status.IN_PROGRESS:  # type: ignore[union-attr]
+            time.sleep(0.01)
+        began = time.monotonic()
+        time.sleep(1.0)
+        quiet = [at for at in looks if began <= at < began + 1.0]
+        short_id = mixed.double.enqueue(n=4)
+        while store.get(short_id).status is not Status.DONE:  # type: ignore[union-attr]
+            time.sleep(0.01)
+        assert store.get(long_id).status is Status.IN_PROGRESS  # type: ignore[union-attr]
+    finally:
+        worker.stop()
+        thread.join(timeout=10)
+    # Every 0.25 s is 4 in the second; one more where a look and the window's edges meet.
+    assert len(quiet) <= 5, [round(at - began, 3) for at in quiet]
+    assert store.get(short_id).result == 8  # type: ignore[union-attr]
+    assert store.get(long_id).status is Status.DONE  # type: ignore[union-attr]
+
+
 def test_an_unknown_task_name_fails_and_the_worker_carries_on(app: jobq.App) -> None:
     unknown = app.store.enqueue("os.system", {"command": "echo pwned"}, retries=0)
     fine = mixed.double.enqueue(n=1)
