@@ -1,10 +1,13 @@
-"""Bodies of the OS processes that the concurrency tests start (importable under spawn)."""
+"""Bodies of the OS processes that the concurrency tests start (importable under spawn),
+and run_processes, which starts them."""
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,37 @@ import sqlalchemy as sa
 
 import jobq
 from jobq.tasks import Completion
+
+
+def run_processes(
+    target: Callable[..., None],
+    arg_lists: list[tuple[Any, ...]],
+    tmp_path: Path | None = None,
+    *,
+    timeout: float = 300,
+) -> list[Any]:
+    """Start one spawned process per argument tuple, release them together (a start event
+    is their next argument), and wait for all; any still alive after ``timeout`` s is
+    killed, and each must exit 0. With ``tmp_path``, each also gets the path of a file
+    ``out-<n>.json`` there to write, and their JSON outputs are returned."""
+    ctx = multiprocessing.get_context("spawn")
+    start = ctx.Event()
+    outs = [tmp_path / f"out-{i}.json" for i in range(len(arg_lists))] if tmp_path else []
+    processes = [
+        ctx.Process(target=target, args=(*args, start, *([str(outs[i])] if outs else [])))
+        for i, args in enumerate(arg_lists)
+    ]
+    for process in processes:
+        process.start()
+    start.set()
+    for process in processes:
+        process.join(timeout=timeout)
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+            process.join()
+    assert [p.exitcode for p in processes] == [0] * len(processes)
+    return [json.loads(out.read_text()) for out in outs]
 
 
 def capture_and_complete(url: str, worker_id: str, seed: int, start: Any, out: str) -> None:

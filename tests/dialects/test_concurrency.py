@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import multiprocessing
 import random
 from collections import Counter
 from pathlib import Path
@@ -14,32 +12,12 @@ import jobq
 from jobq import Status
 from tests import procs, shared_database
 from tests.helpers import all_rows
+from tests.procs import run_processes
 
 #: One migrated database per backend for the module, emptied before each test.
 backend, shared_url, db_url = shared_database.FIXTURES
 
 pytestmark = pytest.mark.slow
-
-
-def run_processes(
-    target, arg_lists: list[tuple], tmp_path: Path, prefix: str = "out"
-) -> list[dict]:  # type: ignore[no-untyped-def, type-arg]
-    """Start one spawned process per argument tuple, release them together, collect output
-    (each writes ``<prefix>-<n>.json`` in ``tmp_path``)."""
-    ctx = multiprocessing.get_context("spawn")
-    start = ctx.Event()
-    outs = [tmp_path / f"{prefix}-{i}.json" for i in range(len(arg_lists))]
-    processes = [
-        ctx.Process(target=target, args=(*args, start, str(out)))
-        for args, out in zip(arg_lists, outs, strict=True)
-    ]
-    for p in processes:
-        p.start()
-    start.set()
-    for p in processes:
-        p.join(timeout=300)
-    assert [p.exitcode for p in processes] == [0] * len(processes)
-    return [json.loads(out.read_text()) for out in outs]
 
 
 def test_eight_processes_capture_each_of_20000_tasks_exactly_once(

@@ -8,7 +8,6 @@ means at most N runs of the queue in progress with a live lease; a rate, at most
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import random
 import time
@@ -29,6 +28,7 @@ from jobq.schema import limit_starts, limits, tasks
 from jobq.tasks import Completion
 from tests import limit_procs, shared_database
 from tests.helpers import all_rows, expire_lease
+from tests.procs import run_processes
 
 #: One migrated database per backend for the module, emptied before each test.
 backend, shared_url, db_url = shared_database.FIXTURES
@@ -731,28 +731,6 @@ def test_the_copy_of_the_limits_refreshes_by_itself(
 
 
 # --- real processes at once -----------------------------------------------------------------------
-
-
-def run_processes(target: Any, arg_lists: list[tuple[Any, ...]], tmp_path: Path) -> list[Any]:
-    """One spawned process per argument tuple, released together; their JSON outputs."""
-    ctx = multiprocessing.get_context("spawn")
-    start = ctx.Event()
-    outs = [tmp_path / f"out-{i}.json" for i in range(len(arg_lists))]
-    processes = [
-        ctx.Process(target=target, args=(*args, start, str(out)))
-        for args, out in zip(arg_lists, outs, strict=True)
-    ]
-    for process in processes:
-        process.start()
-    start.set()
-    for process in processes:
-        process.join(timeout=300)
-    for process in processes:
-        if process.is_alive():
-            process.kill()
-            process.join()
-    assert [p.exitcode for p in processes] == [0] * len(processes)
-    return [json.loads(out.read_text()) for out in outs]
 
 
 def runs_of(results: list[Any], queue: str) -> list[tuple[int, int]]:

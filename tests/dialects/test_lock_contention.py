@@ -6,10 +6,9 @@ tests/lock_procs.py); no two turns may overlap, and every process must get a tur
 
 from __future__ import annotations
 
-import multiprocessing
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from itertools import pairwise
 from typing import Any
 
@@ -21,6 +20,7 @@ from jobq.locks import advisory_key
 from jobq.schema import locks
 from tests import lock_procs, shared_database
 from tests.lock_procs import intervals
+from tests.procs import run_processes
 
 #: One migrated database per backend for the module, emptied before each test.
 backend, shared_url, db_url = shared_database.FIXTURES
@@ -46,23 +46,6 @@ def engine(db_url: str) -> Iterator[sa.Engine]:
 def lock_name() -> str:
     """A name no other test session uses: advisory locks span the whole database."""
     return f"contended-{uuid.uuid4().hex}"
-
-
-def run_processes(target: Callable[..., None], arg_lists: list[tuple[Any, ...]]) -> None:
-    """Start one spawned process per argument tuple, release them together, wait for all."""
-    ctx = multiprocessing.get_context("spawn")
-    start = ctx.Event()
-    processes = [ctx.Process(target=target, args=(*args, start)) for args in arg_lists]
-    for p in processes:
-        p.start()
-    start.set()
-    for p in processes:
-        p.join(timeout=120)
-    for p in processes:
-        if p.is_alive():
-            p.kill()
-            p.join()
-    assert [p.exitcode for p in processes] == [0] * len(processes)
 
 
 def recorded(engine: sa.Engine) -> list[tuple[int, int, int]]:
