@@ -6,7 +6,7 @@ import hashlib
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -23,9 +23,6 @@ from jobq.errors import LockNotAcquired
 from jobq.outage import Outage
 from jobq.prepared import RowReader
 from jobq.schema import LOCK_KEY_HELD, task_edges, tasks
-
-if TYPE_CHECKING:
-    pass
 
 c = tasks.c
 
