@@ -63,9 +63,9 @@ def runs(task_id: int) -> list[dict[str, Any]]:
 def test_runaway_runs_are_killed_at_their_timeout_and_retried_only_after(
     store: jobq.Store, workers: Workers
 ) -> None:
-    """A pure-Python loop that never returns is stopped by SIGTERM at its 3 s timeout (its
+    """A pure-Python loop that never returns is stopped by SIGTERM at its timeout (its
     ``finally`` runs); one that ignores SIGTERM is stopped by SIGKILL. Both end "timed out
-    after 3 s (killed)"; the first's retry ran once, after its first child was gone; a
+    after N s (killed)"; the first's retry ran once, after its first child was gone; a
     segfault in a third child fails only its own run; the well-behaved tasks beside them
     all ran; the burst worker exits 0."""
     runaway = process_tasks.runaway.enqueue()
@@ -81,11 +81,12 @@ def test_runaway_runs_are_killed_at_their_timeout_and_retried_only_after(
     assert second["started"] >= first["finished"]
     assert second["earlier_alive"] is False, "the retry began while attempt 1's child lived"
     assert second["pid"] != first["pid"]
-    assert f"task {runaway} runaway attempt 1 timed out after 3 s; killing" in log
+    timeout = process_tasks.TIMEOUT
+    assert f"task {runaway} runaway attempt 1 timed out after {timeout} s; killing" in log
 
     task = get(store, deaf)
     assert (task.status, task.attempt, task.error) == (
-        Status.FAILED, 1, "timed out after 3 s (killed)",
+        Status.FAILED, 1, f"timed out after {timeout} s (killed)",
     ), state(store, deaf)  # fmt: skip
     (deaf_run,) = runs(deaf)
     assert deaf_run["finished"] is None  # SIGKILL: nothing after it ran

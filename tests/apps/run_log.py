@@ -21,6 +21,14 @@ class RunLog:
             self._engines[url] = sa.create_engine(url)
         return self._engines[url]
 
+    def preload(self) -> None:
+        """Import the driver of $JOBQ_DATABASE_URL now, if it is set, without connecting:
+        a module that calls this on import has it in a fork server's children already,
+        so a child's first statement costs a connection only, not imports that a
+        loaded machine can stretch to seconds."""
+        if "JOBQ_DATABASE_URL" in os.environ:
+            self.engine()
+
     def create(self) -> None:
         """Create the table if it is missing."""
         self.table.create(self.engine(), checkfirst=True)
