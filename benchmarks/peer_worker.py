@@ -3,7 +3,7 @@
 Run by bench_worker.py with benchmarks/.venv-peers/bin/python (see peers.sh), one action
 per process, and prints one JSON object on stdout:
 
-    peer_worker.py pgqueuer|procrastinate setup|enqueue|drain|latency --dsn URI [...]
+    peer_worker.py pgqueuer|procrastinate setup|enqueue|drain|serve|latency --dsn URI [...]
 
 * setup: install the queue's schema (its tables go in the connection's search_path,
   which bench_worker.py sets to a schema of its own through the URI's ``options``; for
@@ -14,6 +14,9 @@ per process, and prints one JSON object on stdout:
   runs, the queue emptied between runs (untimed).
 * drain: one worker at the given concurrency, in the queue's "exit when empty" mode;
   reports the seconds from just before the worker starts to its return.
+* serve (PGQueuer only): one worker in its continuous mode (LISTEN, then batches of
+  ``--concurrency``) until SIGTERM; reports how many jobs it ran (scale_peers.py starts
+  several and times them from outside).
 * latency (PGQueuer only): an idle worker woken by LISTEN/NOTIFY; jobs enqueued one at a
   time ``--spacing`` apart; latency is the picked log row's ``created`` minus the queued
   log row's (both the database's clock).
@@ -32,6 +35,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -164,6 +168,15 @@ async def pgq_drain(args: argparse.Namespace) -> Result:
     return {"seconds": seconds, "ran": done["n"]}
 
 
+async def pgq_serve(args: argparse.Namespace) -> Result:
+    async with pgq_driver(args.dsn, args.driver) as driver:
+        pgq, done = _pgq_app(driver)
+        # Its own shutdown on SIGTERM: the jobs it picked finish and are logged first.
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, pgq.shutdown.set)
+        await pgq.run(batch_size=args.concurrency)
+    return {"ran": done["n"]}
+
+
 async def pgq_latency(args: argparse.Namespace) -> Result:
     from pgqueuer import Queries
 
@@ -244,6 +257,7 @@ ACTIONS: dict[tuple[str, str], Callable[[argparse.Namespace], Awaitable[Result]]
     ("pgqueuer", "setup"): pgq_setup,
     ("pgqueuer", "enqueue"): pgq_enqueue,
     ("pgqueuer", "drain"): pgq_drain,
+    ("pgqueuer", "serve"): pgq_serve,
     ("pgqueuer", "latency"): pgq_latency,
     ("procrastinate", "setup"): procrastinate_setup,
     ("procrastinate", "enqueue"): procrastinate_enqueue,
@@ -254,7 +268,7 @@ ACTIONS: dict[tuple[str, str], Callable[[argparse.Namespace], Awaitable[Result]]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("queue", choices=["pgqueuer", "procrastinate"])
-    parser.add_argument("action", choices=["setup", "enqueue", "drain", "latency"])
+    parser.add_argument("action", choices=["setup", "enqueue", "drain", "serve", "latency"])
     parser.add_argument("--dsn", required=True, help="libpq URI (search_path in options)")
     parser.add_argument(
         "--driver", choices=["asyncpg", "psycopg"], default="asyncpg",
