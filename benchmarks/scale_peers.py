@@ -41,17 +41,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import jobq
+from benchmarks._bouncer import wait_for
 from benchmarks._drains import (
     PEER_SCRIPT,
     PEERS_PYTHON,
@@ -63,6 +64,8 @@ from benchmarks._drains import (
     worker_env,
 )
 from benchmarks._sql import connect_postgres, drop_schema, git_state, in_schema, psycopg_conninfo
+from benchmarks.processes import cpu_ticks, spread
+from jobq.urls import parse_url
 
 HERE = Path(__file__).resolve().parent
 QUEUES = ("jobq", "pgqueuer")
@@ -72,26 +75,10 @@ CPUS = os.cpu_count() or 1
 POLL = 0.02
 
 
-def cpu_ticks() -> tuple[int, int]:
-    """The machine's (busy, all) CPU ticks so far, from /proc/stat."""
-    with open("/proc/stat") as f:
-        ticks = [int(x) for x in f.readline().split()[1:]]
-    idle = ticks[3] + ticks[4]  # idle, iowait
-    return sum(ticks) - idle, sum(ticks)
-
-
 def with_app_name(url: str, name: str) -> str:
     """``url`` with its sessions named ``name`` in pg_stat_activity."""
-    named = jobq.urls.parse_url(url).update_query_dict({"application_name": name})
+    named = parse_url(url).update_query_dict({"application_name": name})
     return named.render_as_string(hide_password=False)
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.05)
 
 
 def drain(args: argparse.Namespace, queue: str, n: int, tag: str) -> dict[str, Any]:
@@ -143,18 +130,15 @@ def drain(args: argparse.Namespace, queue: str, n: int, tag: str) -> dict[str, A
                 )
         else:
             peer("pgqueuer", "enqueue", dsn, args.timeout, tasks=args.tasks, batch=args.tasks)
-        busy0, all0 = cpu_ticks()
-        start = time.perf_counter()
+        before = cpu_ticks()
+        start = time.monotonic()
         if queue == "pgqueuer" and args.analyze_peer:
             # jobq brings the statistics up to date in its bulk enqueue's transaction;
             # PGQueuer leaves that to autovacuum, which may come too late for a drain.
             monitor.execute(f"ANALYZE {tag}.{PGQ_PREFIX}pgqueuer")
-        while left():
-            if time.perf_counter() - start > args.timeout:
-                raise RuntimeError(f"{queue} x {n}: not drained within {args.timeout:g} s")
-            time.sleep(POLL)
-        seconds = time.perf_counter() - start
-        busy1, all1 = cpu_ticks()
+        wait_for(lambda: left() == 0, f"{queue} x {n} to drain", args.timeout, every=POLL)
+        seconds = time.monotonic() - start
+        after = cpu_ticks()
         for worker in workers:
             worker.send_signal(signal.SIGTERM)
         outputs = [worker.communicate(timeout=args.timeout)[0] for worker in workers]
@@ -169,8 +153,15 @@ def drain(args: argparse.Namespace, queue: str, n: int, tag: str) -> dict[str, A
         drop_schema(args.url, tag)
     return {
         "queue": queue, "processes": n, "tasks": args.tasks, "seconds": seconds,
-        "jobs_per_s": args.tasks / seconds, "cpu_busy": (busy1 - busy0) / max(all1 - all0, 1),
+        "jobs_per_s": args.tasks / seconds, "cpu_busy": busy_share(before, after),
     }  # fmt: skip
+
+
+def busy_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float:
+    """The machine's busy share of its CPU time between two cpu_ticks() (nan: unknown)."""
+    if before is None or after is None or after[1] == before[1]:
+        return math.nan
+    return (after[0] - before[0]) / (after[1] - before[1])
 
 
 def check(queue: str, monitor: Any, schema: str, tasks: int, outputs: list[str]) -> None:
@@ -210,7 +201,7 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> str:
             per_job = statistics.median(r["cpu_busy"] * CPUS * 1e6 / r["jobs_per_s"] for r in point)
             label = "jobq" if queue == "jobq" else "PGQueuer (asyncpg)"
             lines.append(
-                f"| {label} | {n} | {median:,.0f} ({min(rates):,.0f}-{max(rates):,.0f})"
+                f"| {label} | {n} | {spread(rates, '{:,.0f}')}"
                 f" | {ratio} | {busy:.0%} | {per_job:.0f} |"
             )
             best = max(best, median)
