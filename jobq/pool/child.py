@@ -8,12 +8,15 @@ SystemExit in the task, so that its ``finally`` blocks run; SIGKILL follows if i
 not exit. SIGTERM from anyone else (a platform that signals every process of a service)
 and SIGINT (a Ctrl-C reaches the whole process group) are not its to act on: its worker
 decides what its children do then. It exits when its worker closes the connection, or
-dies.
+dies; and it is killed (SIGKILL) when its fork server exits, which it does once the worker
+is gone (see jobq.pool.fork_server), so that even code that never lets the child's own
+threads run dies with the worker.
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing.forkserver
 import os
 import queue
 import resource
@@ -27,7 +30,7 @@ from jobq import executor, logs
 from jobq.app import load_app
 from jobq.executor import Outcome
 from jobq.lifecycle.in_task import PROGRESS
-from jobq.pool import wire
+from jobq.pool import fork_server, wire
 from jobq.tasks import Status
 from jobq.workflows import in_task as workflow_results
 
@@ -48,6 +51,7 @@ def main(
     worker_pid: int,
 ) -> None:
     """Serve the worker (``worker_pid``) at the other end of ``conn`` until it closes it."""
+    _let_the_fork_server_go()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(STOP_SIGNAL, _exit_now)
     # Blocked here before any thread starts (they inherit it): only _hear_sigterm takes it.
@@ -58,6 +62,11 @@ def main(
     ).start()  # fmt: skip
     if log_setup is not None:
         logs.configure(*log_setup)
+    if fork_server.ARMED_IN is None:
+        logging.getLogger("jobq.worker").warning(
+            "worker child %d: its fork server was not started by jobq's process pool; "
+            "this child may outlive its worker", os.getpid(),
+        )  # fmt: skip
     app = load_app(app_path)
     # Connections the fork server opened (an app module that connects on import) are its
     # own: this process must not share their sockets, nor close them.
@@ -97,6 +106,17 @@ class _Stopped(SystemExit):
 
 def _exit_now(_signum: int, _frame: FrameType | None) -> None:
     raise _Stopped(128 + signal.SIGTERM)
+
+
+def _let_the_fork_server_go() -> None:
+    """Close this child's copy of the fork server's "alive" pipe (multiprocessing hands
+    each child one): the fork server exits when no process holds it any more, so while
+    a child held it the fork server, and every child it forked, outlived their worker."""
+    server = multiprocessing.forkserver._forkserver
+    alive_fd = getattr(server, "_forkserver_alive_fd", None)
+    if alive_fd is not None:
+        os.close(alive_fd)
+        server._forkserver_alive_fd = None  # type: ignore[attr-defined]
 
 
 def _hear_sigterm(worker_pid: int, main_thread: int) -> None:

@@ -79,8 +79,11 @@ class ProcessPool:
         self.stats: Counter[str] = Counter()
         # The fork server imports jobq and the app once; each child is a fork of it, so
         # that a replacement starts in milliseconds, without the worker's threads.
+        # jobq.pool.fork_server comes first: it has each child die with the fork server.
         self._context = multiprocessing.get_context("forkserver")
-        self._context.set_forkserver_preload([child_main.__name__, app_path.partition(":")[0]])
+        self._context.set_forkserver_preload(
+            ["jobq.pool.fork_server", child_main.__name__, app_path.partition(":")[0]]
+        )
         self._lock = threading.Lock()
         self._slots: list[ChildSlot] = []
         self._closed = False

@@ -1,10 +1,10 @@
 """A test app for `jobq worker --processes N` and `--pool processes`: runs that must be
 killed, children that die or grow, and naps that several processes share.
 
-Every run of ``nap``, ``runaway`` and ``ignores_term`` records itself in RUNS (task,
-attempt, pid, when its code began and, if it got that far, ended: a SIGTERM raises
-SystemExit in a pool child, so a ``finally`` still records the end). The database URL
-comes from $JOBQ_DATABASE_URL, as a deployed worker's would.
+Every run of ``nap``, ``runaway``, ``ignores_term`` and ``burn`` records itself in
+RUNS (task, attempt, pid, when its code began and, if it got that far, ended: a SIGTERM
+raises SystemExit in a pool child, so a ``finally`` still records the end). The database
+URL comes from $JOBQ_DATABASE_URL, as a deployed worker's would.
 """
 
 from __future__ import annotations
@@ -140,3 +140,30 @@ def grow(mb: int) -> int:
 def pid() -> int:
     """The pid of the process it ran in."""
     return os.getpid()
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not exited (a zombie has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(") ")[2][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@app.task(retries=1, backoff=FixedBackoff(0))
+def burn() -> int:
+    """Attempt 1 computes in C for minutes (``sum(range(4 * 10**9))``: no thread of its
+    process runs meanwhile, no signal handler either); a later attempt records whether
+    attempt 1's process still runs (``earlier_alive``), and returns its attempt."""
+    task = jobq.current_task()
+    assert task is not None
+    if task.attempt == 1:
+        _started()
+        return sum(range(4 * 10**9))
+    with LOG.engine().connect() as conn:
+        pid = conn.execute(
+            sa.select(RUNS.c.pid).where(RUNS.c.task_id == task.id, RUNS.c.attempt == 1)
+        ).scalar_one()
+    _finished(_started(_running(pid)))
+    return task.attempt
