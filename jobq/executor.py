@@ -89,7 +89,7 @@ def run_sync(
     finally:
         _current_task.reset(token)
     outcome = _in_time(definition, attempt, started, outcome)
-    _log_end(definition, attempt, task, started, outcome)
+    log_end(definition, attempt, task, outcome, time.perf_counter() - started)
     return outcome
 
 
@@ -122,7 +122,7 @@ async def run_async(
         outcome = CANCELLED_ON_REQUEST
     # It blocked the event loop past its timeout, or swallowed its cancellation.
     outcome = _in_time(definition, attempt, started, outcome)
-    _log_end(definition, attempt, task, started, outcome)
+    log_end(definition, attempt, task, outcome, time.perf_counter() - started)
     return outcome
 
 
@@ -145,19 +145,23 @@ def _fields(definition: TaskDefinition, attempt: int, task: Task | None) -> dict
     }  # fmt: skip
 
 
-def _log_end(
+def log_end(
     definition: TaskDefinition,
     attempt: int,
     task: Task | None,
-    started: float,
     outcome: Outcome,
+    seconds: float,
 ) -> None:
-    """Log a run's end (one line): its status and duration; a failure as a warning that
-    says which attempt of how many it was, and whether and when the task runs again."""
+    """Log a run's end (one line per run that started): its status and duration
+    (``seconds``); a failure as a warning that says which attempt of how many it was, and
+    whether and when the task runs again.
+
+    The run itself logs it as its code returns (run_sync, run_async); jobq.pool logs it
+    for a run whose child process was killed or died before it could."""
     level = logging.WARNING if outcome.status is Status.FAILED else logging.INFO
     if not log.isEnabledFor(level):
         return
-    duration_ms = round((time.perf_counter() - started) * 1000, 3)
+    duration_ms = round(seconds * 1000, 3)
     fields = _fields(definition, attempt, task)
     fields.update(status=outcome.status.value, duration_ms=duration_ms)
     why = ""

@@ -62,6 +62,7 @@ def main(
     ).start()  # fmt: skip
     if log_setup is not None:
         logs.configure(*log_setup)
+    logging.getLogger("jobq.task").addFilter(_note_end_line)
     if fork_server.ARMED_IN is None:
         logging.getLogger("jobq.worker").warning(
             "worker child %d: its fork server was not started by jobq's process pool; "
@@ -82,8 +83,10 @@ def main(
     threading.Thread(
         target=_send_progress, args=(conn, send_lock), name="jobq-child-progress", daemon=True
     ).start()
+    global _end_logged
     while True:
         task, timeout = wire.read_task(inbox.get())
+        _end_logged = False
         definition = app.registry.get(task.name)
         if definition is None:  # the worker checked: only a different app file gets here
             outcome = executor.not_registered(task.name)
@@ -104,8 +107,23 @@ class _Stopped(SystemExit):
     """Its worker sent SIGTERM: the run is being stopped (timeout or cancel)."""
 
 
+#: Whether the current run's end line is logged (by the executor, in this process). Once
+#: it is, the run is over here: a stop arriving then must not kill the child before it
+#: sends the outcome, else its worker, seeing it die, would log the run's end again.
+_end_logged = False
+
+
+def _note_end_line(record: logging.LogRecord) -> bool:
+    """A filter of the jobq.task logger: notes the run's end line as it is logged."""
+    global _end_logged
+    if "status" in record.__dict__:  # an end line has a status (jobq.executor.log_end)
+        _end_logged = True
+    return True
+
+
 def _exit_now(_signum: int, _frame: FrameType | None) -> None:
-    raise _Stopped(128 + signal.SIGTERM)
+    if not _end_logged:  # else the run has ended: its outcome goes to the worker
+        raise _Stopped(128 + signal.SIGTERM)
 
 
 def _let_the_fork_server_go() -> None:

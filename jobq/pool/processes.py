@@ -158,7 +158,7 @@ class ChildSlot:
                 if self.pool.closed or run.ended:
                     return CANCELLED
                 if run.timed_out:  # its deadline passed while it waited for this slot
-                    return executor.timed_out(run.definition, run.task.attempt)
+                    return _logged(run, executor.timed_out(run.definition, run.task.attempt))
                 if self._child is None:
                     self._child = self.pool.start_child()
                 child = self._child
@@ -228,8 +228,10 @@ class ChildSlot:
                     PROGRESS.put((task_id, attempt), report)
                 continue
             outcome = wire.outcome_of(reply)
-            if self._stopping is not None:  # it returned as it was being stopped
-                self._retire(child, kill=True)
+            if self._stopping is not None:
+                # It returned as it was being stopped, and logged its end: it is let go
+                # without SIGKILL, so that it writes that line out as it exits.
+                self._retire(child, kill=False)
             else:
                 self._after_run(child, reply["max_rss_kib"])
             return outcome
@@ -252,17 +254,22 @@ class ChildSlot:
             self._retire(child, kill=False)
 
     def _died(self, run: Run, child: _Child) -> Outcome:
-        """``run``'s outcome now that its child is gone: killed on purpose, or died."""
+        """``run``'s outcome now that its child is gone: killed on purpose, or died. Its
+        end line is logged here (its child could not), unless it ended already."""
         child.dead(KILL_GRACE)  # its exit code, not our SIGKILL's, if it is exiting
         self._retire(child, kill=True)
+        if self._stopping == "ended":
+            return CANCELLED  # lost or released: nothing will be recorded
+        return _logged(run, self._death_outcome(run, child))
+
+    def _death_outcome(self, run: Run, child: _Child) -> Outcome:
+        """The outcome of ``run``, whose child is gone: stopped (timeout, cancel), or died."""
         assert run.definition is not None
         reason = self._stopping
         if reason == "timeout":
             return executor.timed_out(run.definition, run.task.attempt, killed=True)
         if reason == "cancel":
             return CANCELLED_ON_REQUEST
-        if reason == "ended":
-            return CANCELLED  # lost or released: nothing will be recorded
         code = child.process.exitcode
         how = f"exit code {code}"
         if code is not None and code < 0:
@@ -289,6 +296,15 @@ class ChildSlot:
             child.process.join(0)  # reads its exit code; only this thread reads it
         else:
             _signal(child, signal.SIGKILL)
+
+
+def _logged(run: Run, outcome: Outcome) -> Outcome:
+    """``outcome`` of ``run``, its end line logged here: its child could not (killed, dead,
+    or never given the run), and every run that ends has one end line, as on threads."""
+    assert run.definition is not None
+    seconds = time.monotonic() - run.began
+    executor.log_end(run.definition, run.task.attempt, run.task, outcome, seconds)
+    return outcome
 
 
 def _signal(child: _Child, signum: int) -> None:

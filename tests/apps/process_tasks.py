@@ -1,10 +1,11 @@
 """A test app for `jobq worker --processes N` and `--pool processes`: runs that must be
 killed, children that die or grow, and naps that several processes share.
 
-Every run of ``nap``, ``runaway``, ``ignores_term`` and ``burn`` records itself in
-RUNS (task, attempt, pid, when its code began and, if it got that far, ended: a SIGTERM
-raises SystemExit in a pool child, so a ``finally`` still records the end). The database
-URL comes from $JOBQ_DATABASE_URL, as a deployed worker's would.
+Every run of ``nap``, ``runaway``, ``ignores_term``, ``burn``, ``oversleeps`` and
+``until_cancelled`` records itself in RUNS (task, attempt, pid, when its code began and,
+if it got that far, ended: a SIGTERM raises SystemExit in a pool child, so a ``finally``
+still records the end). The database URL comes from $JOBQ_DATABASE_URL, as a deployed
+worker's would.
 """
 
 from __future__ import annotations
@@ -167,3 +168,32 @@ def burn() -> int:
         ).scalar_one()
     _finished(_started(_running(pid)))
     return task.attempt
+
+
+#: The timeout of ``oversleeps``.
+SHORT_TIMEOUT = 2
+
+
+@app.task(timeout=SHORT_TIMEOUT, retries=0)
+def oversleeps(seconds: float) -> float:
+    """Sleeps ``seconds``, past its timeout (on a thread it returns late; in a pool child
+    it is killed at its timeout)."""
+    run_id = _started()
+    try:
+        time.sleep(seconds)
+    finally:
+        _finished(run_id)
+    return seconds
+
+
+@app.task(retries=0)
+def until_cancelled() -> str:
+    """Looks for a cancel request every 50 ms, for ten minutes at most."""
+    run_id = _started()
+    try:
+        for _ in range(12_000):
+            jobq.check_cancelled()
+            time.sleep(0.05)
+    finally:
+        _finished(run_id)
+    return "never cancelled"
