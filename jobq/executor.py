@@ -231,6 +231,21 @@ def run(
     return run_sync(definition, args, attempt, task=task)
 
 
+def escaped(
+    definition: TaskDefinition,
+    attempt: int,
+    task: Task | None,
+    error: BaseException,
+    seconds: float,
+) -> Outcome:
+    """The outcome of a run whose code raised ``error``, a BaseException that run_sync lets
+    through (sys.exit() in a task, say), ``seconds`` after it began: failed, with its end
+    line logged (run_sync logged none)."""
+    outcome = Outcome(Status.FAILED, error=f"{type(error).__name__}: {error}")
+    log_end(definition, attempt, task, outcome, seconds)
+    return outcome
+
+
 def timed_out(definition: TaskDefinition, attempt: int, *, killed: bool = False) -> Outcome:
     """The outcome of a run that exceeded the task's timeout (``killed``: its process was
     killed to stop it, jobq.pool)."""

@@ -160,7 +160,8 @@ class Runner:
                         executor.run_sync, run.definition, task.args, task.attempt, task=task
                     )
             except BaseException as error:  # SystemExit, say: the slot must live on
-                outcome = Outcome(Status.FAILED, error=f"{type(error).__name__}: {error}")
+                seconds = time.monotonic() - run.began
+                outcome = executor.escaped(run.definition, task.attempt, task, error, seconds)
             self._finish(run, outcome)
 
     def _start_coroutines(self, runs: list[Run]) -> None:

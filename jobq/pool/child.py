@@ -92,12 +92,14 @@ def main(
             outcome = executor.not_registered(task.name)
         else:
             definition = definition.with_timeout(timeout)
+            began = time.monotonic()
             try:
                 outcome = executor.run_sync(definition, task.args, task.attempt, task=task)
             except _Stopped:
                 raise
             except BaseException as error:  # sys.exit() in a task: the child lives on
-                outcome = Outcome(Status.FAILED, error=f"{type(error).__name__}: {error}")
+                seconds = time.monotonic() - began
+                outcome = executor.escaped(definition, task.attempt, task, error, seconds)
         with send_lock:
             _flush_progress(conn)
             conn.send_bytes(_outcome_frame(outcome))

@@ -2,9 +2,10 @@
 database, `--pool threads` and `--pool processes`, JSON log lines. The app is
 tests/apps/process_tasks.py.
 
-A run past its timeout (on threads it returns late; in a child it is killed) and a run
-cancelled while it runs each have exactly one end line (logger jobq.task, with a status)
-saying how they ended, as their rows do; so does a child killed with -9 from outside.
+A run past its timeout (on threads it returns late; in a child it is killed), a run
+cancelled while it runs and a run that calls sys.exit() each have exactly one end line
+(logger jobq.task, with a status) saying how they ended, as their rows do; so does a run
+whose child was killed with -9 from outside.
 Each worker exits by itself (burst) before its log is read: no line can come later.
 """
 
@@ -58,13 +59,15 @@ def test_a_run_stopped_at_its_timeout_or_on_cancel_has_one_end_line(
     workers: Workers,
     pool: str,
 ) -> None:
-    """A run sleeping past its 2 s timeout and a run cancelled while it runs: one end line
-    each ("failed", timed out; "cancelled"), matching their rows; with processes, a child
-    killed with -9 from outside also has one ("worker child died: signal 9 (SIGKILL)")."""
+    """A run sleeping past its 2 s timeout, a run cancelled while it runs and a run that
+    calls sys.exit(3): one end line each ("failed", timed out; "cancelled"; "failed",
+    "SystemExit: 3"), matching their rows; with processes, a run whose child was killed
+    with -9 from outside also has one ("worker child died: signal 9 (SIGKILL)")."""
     overslept = process_tasks.oversleeps.enqueue(seconds=3 * process_tasks.SHORT_TIMEOUT)
     cancelled = process_tasks.until_cancelled.enqueue()
+    exited = process_tasks.exits.enqueue(code=3)
     doomed = process_tasks.doomed.enqueue() if pool == "processes" else None
-    worker = workers.start("--burst", "--concurrency", "3", "--pool", pool)
+    worker = workers.start("--burst", "--concurrency", "4", "--pool", pool)
     alive_until(worker, lambda: len(runs(cancelled)) == 1)
     store.cancel(cancelled)
     if doomed is not None:
@@ -80,6 +83,9 @@ def test_a_run_stopped_at_its_timeout_or_on_cancel_has_one_end_line(
     assert_one_end_line(log, overslept, "failed", timed_out)
     assert get(store, cancelled).status is Status.CANCELLED, state(store, cancelled)
     assert_one_end_line(log, cancelled, "cancelled", CANCELLED_ON_REQUEST)
+    task = get(store, exited)
+    assert (task.status, task.error) == (Status.FAILED, "SystemExit: 3"), state(store, exited)
+    assert_one_end_line(log, exited, "failed", "SystemExit: 3")
     if doomed is not None:
         died = "worker child died: signal 9 (SIGKILL)"
         task = get(store, doomed)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import sys
 import time
 
 import sqlalchemy as sa
@@ -197,3 +198,9 @@ def until_cancelled() -> str:
     finally:
         _finished(run_id)
     return "never cancelled"
+
+
+@app.task(retries=0)
+def exits(code: int) -> None:
+    """Calls sys.exit(``code``): a BaseException, which fails its run only."""
+    sys.exit(code)
