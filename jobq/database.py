@@ -30,6 +30,7 @@ from jobq.errors import (
     SchemaNotMigrated,
     first_line,
 )
+from jobq.patience import is_patient, outlasting
 from jobq.prepared import Prepared
 from jobq.urls import POOLER_PARAMETER, parse_url, safe_url, scrub, shown_url, take_pooler
 
@@ -308,7 +309,11 @@ class Database:
         return self._retrying(attempt)
 
     def _retrying(self, attempt: Callable[[], _T]) -> _T:
-        """``attempt()``, tried again after a short random pause while it fails by a conflict."""
+        """``attempt()``, tried again after a short random pause while it fails by a conflict,
+        and in a patiently() block while it cannot reach the database (jobq.patience)."""
+        return outlasting(lambda: self._resolving_conflicts(attempt))
+
+    def _resolving_conflicts(self, attempt: Callable[[], _T]) -> _T:
         for tries in itertools.count(1):
             try:
                 return attempt()
@@ -383,10 +388,7 @@ class Database:
                 yield connection
             return
         engine = self.engine if atomic else self._one_statement_engine
-        try:
-            conn = engine.connect()
-        except sa.exc.DBAPIError as error:
-            raise self.unavailable(error) from None
+        conn = outlasting(lambda: self._connect(engine))
         with conn, self.translated():
             if engine is not self.engine:
                 yield conn
@@ -395,6 +397,21 @@ class Database:
                 conn.execution_options(**{READ_ONLY: True})
             with conn.begin():
                 yield conn
+
+    def _connect(self, engine: Engine) -> Connection:
+        """A connection of ``engine``; in a patiently() block, one that answered a ping (its
+        block cannot be run again should the connection prove to be lost)."""
+        conn = None
+        try:
+            conn = engine.connect()
+            if is_patient():
+                self.engine.dialect.do_ping(conn.connection.dbapi_connection)
+        except (sa.exc.DBAPIError, self._driver_error) as error:
+            if conn is not None:
+                conn.invalidate()  # the pool connects anew
+                conn.close()
+            raise self.unavailable(error) from None
+        return conn
 
     @contextmanager
     def translated(self) -> Iterator[None]:
