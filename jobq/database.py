@@ -357,13 +357,17 @@ class Database:
             if time.monotonic() - since < PING_AFTER or self._alive(raw):
                 return raw
             _close_quietly(raw)
+        pooled = None
         try:
             pooled = self.engine.raw_connection()
+            # A round trip on MySQL: the pool's connection may be one the server has ended.
+            self.dialect.prepare_raw(pooled.dbapi_connection)
         except (sa.exc.DBAPIError, self._driver_error) as error:
+            if pooled is not None:
+                pooled.invalidate()
             raise self.unavailable(error) from None
         raw = pooled.dbapi_connection
         pooled.detach()
-        self.dialect.prepare_raw(raw)
         return raw
 
     def _alive(self, raw: Any) -> bool:
