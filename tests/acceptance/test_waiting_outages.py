@@ -12,6 +12,7 @@ pooled connection or a server that is back. Several rounds each, on the same Sto
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -179,3 +180,21 @@ def terminate_sessions(admin: jobq.Store, application_name: str) -> int:
             {"name": application_name},
         ).scalar_one()
     return int(ended)
+
+
+@pytest.mark.parametrize("url", ["postgresql://u@127.0.0.1:1/x", "mysql://u@127.0.0.1:1/x"])
+def test_a_wait_gives_up_on_an_unreachable_database_only_when_its_timeout_passes(
+    url: str,
+) -> None:
+    """Nothing answers: result() and wait() keep trying until their timeout, then say the
+    database cannot be reached (they said so at once on the first refusal)."""
+    store = jobq.Store(url)
+    handle = jobq.TaskHandle(1, store)
+    try:
+        for wait in (lambda: handle.result(timeout=1.0), lambda: asyncio.run(handle.wait(1.0))):
+            began = time.monotonic()
+            with pytest.raises(jobq.DatabaseUnavailable, match=r"127\.0\.0\.1:1"):
+                wait()
+            assert time.monotonic() - began >= 1.0
+    finally:
+        store.dispose()
