@@ -13,7 +13,7 @@ import random
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -22,6 +22,7 @@ from sqlalchemy.engine import Connection, Engine
 from jobq.dialects import Dialect, dialect_named, supported
 from jobq.dialects.base import READ_ONLY
 from jobq.dialects.room import Room
+from jobq.driver_runs import DriverRuns, ping_when_idle_long
 from jobq.errors import (
     DatabaseNotFound,
     DatabaseUnavailable,
@@ -30,15 +31,11 @@ from jobq.errors import (
     SchemaNotMigrated,
     first_line,
 )
+from jobq.patience import is_patient, outlasting
 from jobq.prepared import Prepared
 from jobq.urls import POOLER_PARAMETER, parse_url, safe_url, scrub, shown_url, take_pooler
 
 DEFAULT_DATABASE_URL = "sqlite:///jobq.db"
-# Driver connections run() keeps for reuse; more are closed after use.
-_MAX_IDLE = 8
-#: Seconds after which an idle driver connection is pinged before it is used again: servers
-#: close idle sessions (MySQL after wait_timeout, 8 hours by default; firewalls sooner).
-PING_AFTER = 30.0
 # How often a unit aborted by a deadlock is tried in all, and the first pause after one.
 _CONFLICT_TRIES = 10
 _FIRST_CONFLICT_PAUSE = 0.002
@@ -51,7 +48,7 @@ def database_url(explicit: str | sa.URL | None = None) -> str | sa.URL:
     return explicit or os.environ.get("JOBQ_DATABASE_URL") or DEFAULT_DATABASE_URL
 
 
-class Database:
+class Database(DriverRuns):
     """A SQLAlchemy engine configured for jobq, with its Dialect."""
 
     def __init__(
@@ -105,7 +102,7 @@ class Database:
         self._driver_error: type[Exception] = engine.dialect.loaded_dbapi.Error
         self._raw_ok = self.dialect.raw_connections_ok(engine)
         if self.dialect.raw_from_pool:
-            _ping_when_idle_long(engine)
+            ping_when_idle_long(engine)
 
     def __repr__(self) -> str:
         return safe_url(self._given)
@@ -126,8 +123,7 @@ class Database:
 
     def dispose(self) -> None:
         """Close every pooled connection."""
-        while self._idle:
-            _close_quietly(self._idle.pop()[0])
+        self._close_idle()
         self.engine.dispose()
 
     def require_existing(self) -> None:
@@ -211,78 +207,6 @@ class Database:
         params = prepared.parameters(values)
         return self._retrying(lambda: self._run_raw(prepared.sql, params, read))
 
-    def _run_raw(self, sql: str, params: Any, read: Callable[[Any], _T]) -> _T:
-        """Run one statement on a driver connection of our own, reused across calls."""
-        if self.dialect.raw_from_pool:
-            return self._run_pooled_raw(sql, params, read)
-        raw = self._raw_connection()
-        cursor = None
-        try:
-            cursor = raw.cursor()
-            self.dialect.raw_begin(cursor)
-            cursor.execute(sql, params)
-            outcome = read(cursor)
-            self.dialect.raw_commit(raw)
-            cursor.close()
-        except self._driver_error as error:
-            lost = self.engine.dialect.is_disconnect(error, raw, cursor)
-            if lost:
-                _close_quietly(raw)
-                # The server, or the way to it, went away: the idle connections most likely
-                # went with it, and each would fail one more call once it is back.
-                self._close_idle()
-            else:
-                _rollback_quietly(raw)
-                self._idle.append((raw, time.monotonic()))
-            raise self._driver_failure(sql, params, error, lost) from None
-        except BaseException:
-            _close_quietly(raw)  # interrupted mid-statement: its state is unknown
-            raise
-        if len(self._idle) < _MAX_IDLE:
-            self._idle.append((raw, time.monotonic()))
-        else:
-            _close_quietly(raw)
-        return outcome
-
-    def _run_pooled_raw(
-        self, sql: str, params: Any, read: Callable[[Any], _T], *, native: bool = False
-    ) -> _T:
-        """_run_raw on a driver connection borrowed from the engine's pool and given back,
-        so that one thread's statements, raw or not, hold one connection between them;
-        ``native``: ``sql`` is a Prepared's native_sql, for the dialect's raw_cursor."""
-        try:
-            pooled = self.engine.raw_connection()
-        except (sa.exc.DBAPIError, self._driver_error) as error:
-            raise self.unavailable(error) from None
-        cursor = None
-        try:
-            self.dialect.prepare_raw(pooled.dbapi_connection)
-            cursor = self.dialect.raw_cursor(pooled.dbapi_connection) if native else pooled.cursor()
-            cursor.execute(sql, params)
-            outcome = read(cursor)
-            cursor.close()
-        except self._driver_error as error:
-            lost = self.engine.dialect.is_disconnect(error, pooled.dbapi_connection, cursor)
-            if lost:
-                pooled.invalidate()
-            raise self._driver_failure(sql, params, error, lost) from None
-        except BaseException:
-            pooled.invalidate()  # interrupted mid-statement: its state is unknown
-            raise
-        finally:
-            if pooled.is_valid:
-                self.dialect.unprepare_raw(pooled.dbapi_connection)
-                pooled.close()  # back to the pool, idle
-        return outcome
-
-    def _driver_failure(self, sql: str, params: Any, error: Exception, lost: bool) -> Exception:
-        """What a driver's ``error`` on a raw statement becomes (see translate)."""
-        wrapped = sa.exc.DBAPIError.instance(
-            sql, params, error, self._driver_error,
-            connection_invalidated=lost, dialect=self.engine.dialect,
-        )  # fmt: skip
-        return self.translate(wrapped)
-
     def write(
         self,
         work: Callable[[Connection], _T],
@@ -308,7 +232,11 @@ class Database:
         return self._retrying(attempt)
 
     def _retrying(self, attempt: Callable[[], _T]) -> _T:
-        """``attempt()``, tried again after a short random pause while it fails by a conflict."""
+        """``attempt()``, tried again after a short random pause while it fails by a conflict,
+        and in a patiently() block while it cannot reach the database (jobq.patience)."""
+        return outlasting(lambda: self._resolving_conflicts(attempt))
+
+    def _resolving_conflicts(self, attempt: Callable[[], _T]) -> _T:
         for tries in itertools.count(1):
             try:
                 return attempt()
@@ -327,47 +255,6 @@ class Database:
         dispatch = self.engine.dispatch
         return bool(dispatch.before_cursor_execute or dispatch.after_cursor_execute)
 
-    def _forget_idle_connections(self) -> None:
-        """In a forked child: drop the parent's connections, unclosed (they are its)."""
-        self._idle = []
-        self.engine.dispose(close=False)
-
-    def _close_idle(self) -> None:
-        """Close the idle driver connections (other threads may take some meanwhile)."""
-        while True:
-            try:
-                raw, _ = self._idle.pop()
-            except IndexError:
-                return
-            _close_quietly(raw)
-
-    def _raw_connection(self) -> Any:
-        """A driver connection of our own: an idle one (pinged first if it has been idle
-        long enough for the server to have closed it), else a new one."""
-        while True:
-            try:
-                raw, since = self._idle.pop()
-            except IndexError:
-                break
-            if time.monotonic() - since < PING_AFTER or self._alive(raw):
-                return raw
-            _close_quietly(raw)
-        try:
-            pooled = self.engine.raw_connection()
-        except (sa.exc.DBAPIError, self._driver_error) as error:
-            raise self.unavailable(error) from None
-        raw = pooled.dbapi_connection
-        pooled.detach()
-        self.dialect.prepare_raw(raw)
-        return raw
-
-    def _alive(self, raw: Any) -> bool:
-        try:
-            self.engine.dialect.do_ping(raw)
-        except Exception:
-            return False
-        return True
-
     @contextmanager
     def unit(
         self, connection: Connection | None = None, *, atomic: bool = False, read_only: bool = False
@@ -383,10 +270,7 @@ class Database:
                 yield connection
             return
         engine = self.engine if atomic else self._one_statement_engine
-        try:
-            conn = engine.connect()
-        except sa.exc.DBAPIError as error:
-            raise self.unavailable(error) from None
+        conn = outlasting(lambda: self._connect(engine))
         with conn, self.translated():
             if engine is not self.engine:
                 yield conn
@@ -395,6 +279,21 @@ class Database:
                 conn.execution_options(**{READ_ONLY: True})
             with conn.begin():
                 yield conn
+
+    def _connect(self, engine: Engine) -> Connection:
+        """A connection of ``engine``; in a patiently() block, one that answered a ping (its
+        block cannot be run again should the connection prove to be lost)."""
+        conn = None
+        try:
+            conn = engine.connect()
+            if is_patient():
+                self.engine.dialect.do_ping(conn.connection.dbapi_connection)
+        except (sa.exc.DBAPIError, self._driver_error) as error:
+            if conn is not None:
+                conn.invalidate()  # the pool connects anew
+                conn.close()
+            raise self.unavailable(error) from None
+        return conn
 
     @contextmanager
     def translated(self) -> Iterator[None]:
@@ -440,37 +339,6 @@ def _all_rows(cursor: Any) -> list[Any]:
 
 def _rowcount(cursor: Any) -> int:
     return cursor.rowcount
-
-
-def _close_quietly(raw: Any) -> None:
-    with suppress(Exception):
-        raw.close()
-
-
-def _rollback_quietly(raw: Any) -> None:
-    with suppress(Exception):
-        raw.rollback()
-
-
-def _ping_when_idle_long(engine: Engine) -> None:
-    """Ping a pooled connection idle for PING_AFTER s before it is used, and replace it if
-    the server closed it meanwhile (a restart, a timeout): as run() does for its own."""
-
-    def checkin(_dbapi_connection: Any, record: Any) -> None:
-        record.info["jobq_idle_since"] = time.monotonic()
-
-    def checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
-        since = record.info.get("jobq_idle_since")
-        if since is None or time.monotonic() - since < PING_AFTER:
-            return
-        try:
-            engine.dialect.do_ping(dbapi_connection)
-        except Exception:
-            raise sa.exc.DisconnectionError() from None  # the pool connects anew
-
-    if not sa.event.contains(engine, "checkout", checkout):
-        sa.event.listen(engine, "checkin", checkin)
-        sa.event.listen(engine, "checkout", checkout)
 
 
 def dialect_for(url: sa.URL, given: str | sa.URL | None = None) -> Dialect:

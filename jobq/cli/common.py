@@ -9,6 +9,7 @@ from contextlib import contextmanager
 import click
 
 from jobq.errors import JobqError
+from jobq.patience import Deadline, patiently
 from jobq.store import Store
 
 database_url_option = click.option(
@@ -23,6 +24,9 @@ database_url_option = click.option(
 TASK_ID = click.IntRange(1, 2**63 - 1)
 PRIORITY = click.IntRange(-(2**31), 2**31 - 1)
 RETRIES = click.IntRange(0, 2**31 - 1)
+#: Seconds a reading command waits for a database that cannot be reached (a restart, a
+#: session the server ended) before it fails: a fast restart takes well under one.
+READ_PATIENCE = 5.0
 
 
 @contextmanager
@@ -36,17 +40,26 @@ def clear_errors() -> Iterator[None]:
 
 
 @contextmanager
-def store_for(database_url: str, *, read_only: bool = False) -> Iterator[Store]:
+def store_for(
+    database_url: str, *, read_only: bool = False, serves: bool = False
+) -> Iterator[Store]:
     """A Store for ``database_url``, its problems reported by clear_errors, then disposed.
 
     ``read_only`` is for commands that only read: a database that does not exist (a SQLite
-    file, which connecting would create empty) is then an error, and nothing is created.
+    file, which connecting would create empty) is then an error, and nothing is created;
+    and the command waits out an outage (a restart, its sessions ended) for up to
+    READ_PATIENCE seconds before it says the database cannot be reached, unless it
+    ``serves`` requests until stopped (each then has patience of its own, if any).
     """
     with clear_errors():
         store = Store(database_url)
         try:
             if read_only:
                 store.db.require_existing()  # before anything connects
-            yield store
+            if read_only and not serves:
+                with patiently(Deadline(READ_PATIENCE)):
+                    yield store
+            else:
+                yield store
         finally:
             store.dispose()

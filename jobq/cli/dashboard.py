@@ -63,7 +63,7 @@ def dashboard(
             f"--host {host} is not a loopback address: set --token (or JOBQ_DASHBOARD_TOKEN) "
             "so that not everyone who reaches it can use the dashboard"
         )
-    with store_for(database_url, read_only=True) as store:
+    with store_for(database_url, read_only=True, serves=True) as store:
         from jobq.web import create_app  # MissingExtra without jobq[web]: said, exit 1
 
         try:

@@ -75,7 +75,7 @@ def metrics_exporter(
     stay served with jobq_exporter_up 0. SIGTERM or SIGINT (Ctrl-C) stops it (exit 0).
     """
     logs.configure(log_level, "text")
-    with store_for(database_url, read_only=True) as store:
+    with store_for(database_url, read_only=True, serves=True) as store:
         exporter = DatabaseExporter(store, interval=interval, finished_interval=finished_interval)
         if check:
             store.check_schema()

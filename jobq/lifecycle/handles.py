@@ -79,8 +79,10 @@ class TaskHandle(int):
         seconds (None: no end; 0: do not wait) pass first, TaskNotFound if there is no
         such task or its row is deleted meanwhile. ``timeout`` must be None or a finite
         number >= 0 (else InvalidOption, before anything is read or written).
-        On PostgreSQL the database notifies the end (no polling); elsewhere the row is
-        read at growing intervals, 5 ms to 200 ms apart.
+        A database that restarts or ends its sessions meanwhile is waited for (its
+        connections replaced): DatabaseUnavailable only if it cannot be reached when
+        ``timeout`` passes. On PostgreSQL the database notifies the end (no polling);
+        elsewhere the row is read at growing intervals, 5 ms to 200 ms apart.
         """
         _check_timeout(timeout)
         return outcome(waiting.wait_for_end(self.store, int(self), timeout))

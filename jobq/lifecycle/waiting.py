@@ -33,6 +33,7 @@ import sqlalchemy as sa
 
 from jobq.errors import ResultTimeout, TaskNotFound
 from jobq.outage import Outage
+from jobq.patience import Deadline, patiently
 from jobq.schema import tasks
 from jobq.tasks import Status, Task
 
@@ -242,21 +243,6 @@ def _forget_watchers() -> None:
 os.register_at_fork(after_in_child=_forget_watchers)
 
 
-class Deadline:
-    """When a wait of ``timeout`` seconds (None: no end) started counting down."""
-
-    def __init__(self, timeout: float | None) -> None:
-        self.timeout = timeout
-        self._end = None if timeout is None else time.monotonic() + timeout
-
-    def remaining(self) -> float | None:
-        """Seconds left (never below 0), or None for a wait without end."""
-        return None if self._end is None else max(self._end - time.monotonic(), 0.0)
-
-    def passed(self) -> bool:
-        return self._end is not None and time.monotonic() >= self._end
-
-
 def _timed_out(task: Task, deadline: Deadline) -> Task:
     """``task`` if it has ended after all, else ResultTimeout saying its status."""
     if is_terminal(task):
@@ -268,12 +254,19 @@ def wait_for_end(store: Store, task_id: int, timeout: float | None) -> Task:
     """Block until task ``task_id`` ends; its terminal row.
 
     ResultTimeout when ``timeout`` seconds (None: no end; 0: one look) pass first,
-    TaskNotFound if there is no such row or it is deleted meanwhile.
+    TaskNotFound if there is no such row or it is deleted meanwhile. An outage (a restart,
+    killed sessions) is waited out: DatabaseUnavailable only if the database still cannot
+    be reached when the timeout passes (see jobq.patience).
     """
+    deadline = Deadline(timeout)
+    with patiently(deadline):  # its reads and its mark wait out an outage, until the deadline
+        return _wait_for_end(store, task_id, deadline)
+
+
+def _wait_for_end(store: Store, task_id: int, deadline: Deadline) -> Task:
     watcher = watcher_for(store)
     waiter = Waiter(task_id)
-    deadline = Deadline(timeout)
-    if timeout == 0:
+    if deadline.timeout == 0:
         return _timed_out(watcher.read(store, waiter), deadline)
     if not watcher.start():
         return _poll(store, watcher, waiter, deadline)
@@ -309,14 +302,20 @@ def _poll(store: Store, watcher: EndWatcher, waiter: Waiter, deadline: Deadline)
 async def wait_for_end_async(store: Store, task_id: int, timeout: float | None) -> Task:
     """wait_for_end in an event loop, never blocking it: reads run in a thread (short),
     and the wait itself is an asyncio.Event the watcher's thread sets, or asyncio.sleep."""
+    deadline = Deadline(timeout)
+    # asyncio.to_thread runs each read in a copy of this context: patient, as in the sync wait.
+    with patiently(deadline):
+        return await _wait_for_end_async(store, task_id, deadline)
+
+
+async def _wait_for_end_async(store: Store, task_id: int, deadline: Deadline) -> Task:
     watcher = watcher_for(store)
     waiter = Waiter(task_id, asyncio.get_running_loop())
-    deadline = Deadline(timeout)
 
     async def read() -> Task:
         return await asyncio.to_thread(watcher.read, store, waiter)
 
-    if timeout == 0:
+    if deadline.timeout == 0:
         return _timed_out(await read(), deadline)
     if not watcher.start():
         return await _poll_async(read, deadline)

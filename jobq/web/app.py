@@ -18,11 +18,13 @@ try:
     from starlette.responses import Response
     from starlette.routing import BaseRoute, Mount, Route
     from starlette.staticfiles import StaticFiles
+    from starlette.types import ASGIApp, Receive, Scope, Send
 except ImportError:  # pragma: no cover - the extra is installed wherever tests run
     raise MissingExtra(feature="jobq dashboard", extra="web") from None
 
 from jobq.errors import DatabaseUnavailable, SchemaNotMigrated
 from jobq.observe.counting import BackgroundCounts
+from jobq.patience import Deadline, patiently
 from jobq.store import Store
 from jobq.urls import safe_url
 from jobq.web import pages
@@ -32,6 +34,10 @@ from jobq.web.signin import login_page, login_submit, logout
 from jobq.web.views import HERE, render
 
 log = logging.getLogger("jobq.dashboard")
+
+#: Seconds a page waits for a database that cannot be reached (a restart, its pooled
+#: sessions ended) before it says so: a fast restart takes well under one.
+PAGE_PATIENCE = 5.0
 
 
 def routes() -> list[BaseRoute]:
@@ -108,6 +114,7 @@ def create_app(
             same_site="lax",
         ),
         Middleware(SignInRequired, token=token),
+        Middleware(PatientPages),
     ]
     app = Starlette(
         routes=routes(),
@@ -124,6 +131,23 @@ def create_app(
     app.state.token = token
     app.state.database_label = safe_url(store.engine.url)
     return app
+
+
+class PatientPages:
+    """ASGI middleware: a page (GET, HEAD) waits out an outage for up to PAGE_PATIENCE
+    seconds, its stale pooled connections replaced (jobq.patience); an action (POST) is
+    not run again, so it stays as it was."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
+            return
+        # run_in_threadpool runs the page's reads in a copy of this context: patient too.
+        with patiently(Deadline(PAGE_PATIENCE)):
+            await self.app(scope, receive, send)
 
 
 async def _database_problem(request: Request, error: Any) -> Response:

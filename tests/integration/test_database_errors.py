@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 import jobq
-from jobq import database
+from jobq import driver_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -167,7 +167,7 @@ def test_a_connection_closed_while_idle_is_replaced_unseen(
     held = server_ids(store)
     assert held
     end_sessions(store, held)
-    monkeypatch.setattr(database, "PING_AFTER", 0.0)  # as if they had sat idle long enough
+    monkeypatch.setattr(driver_runs, "PING_AFTER", 0.0)  # as if they had sat idle long enough
     assert store.get(task_id) is not None
     assert set(server_ids(store)).isdisjoint(held)
 
