@@ -294,6 +294,66 @@ def test_cancelling_a_workflow_stops_its_running_nodes_and_cancels_the_rest(
         assert f"task {node} attempt 1: cancel requested; stopping it" in logs
 
 
+#: Rounds of the race of cancel() against retrying roots, and the shape of each round's
+#: workflow: roots retrying every 20 ms on 16 slots, and nodes after each root (a larger
+#: workflow makes a longer cancel for the runs to end into).
+CANCEL_ROUNDS = 8
+ROOTS = 16
+AFTER_EACH_ROOT = 120
+
+
+def cancelled_for_good(node: jobq.Task) -> bool:
+    """Whether ``node`` can never start again: ended, or running with its cancel asked
+    for (its end is then recorded cancelled unless done or failed for good)."""
+    finished = node.status in (Status.DONE, Status.CANCELLED) or (
+        node.status is Status.FAILED and node.finished_at is not None
+    )
+    return finished or (node.status is Status.IN_PROGRESS and node.cancel_requested_at is not None)
+
+
+def test_cancel_races_retrying_roots_and_no_node_starts_again(
+    store: jobq.Store, workers: Workers
+) -> None:
+    """Round after round, a workflow of 16 roots that retry every 20 ms (2 workers x 8
+    slots run them) is cancelled mid-retries. Once cancel() has returned, every node has
+    ended or has its cancel asked for (no later write undoes either); then every node
+    ends, none captured again after the cancel."""
+    started = start(workers, store, 2, "--concurrency", "8")
+    for number in range(CANCEL_ROUNDS):
+        cancel_mid_retries(store, number)
+    stop(*started)
+
+
+def cancel_mid_retries(store: jobq.Store, number: int) -> None:
+    """One round of the race above (``number`` names it in failures)."""
+    wf = jobq.Workflow()
+    roots = [wf.add(flows.retrying.s()) for _ in range(ROOTS)]
+    for root in roots:
+        for n in range(AFTER_EACH_ROOT):
+            wf.add(flows.value.s(x=n), after=[root])
+    handle = wf.enqueue()
+    root_ids = {int(node) for node in handle.tasks[:ROOTS]}
+
+    def retrying() -> bool:
+        nodes = store.workflow_tasks(handle.id)
+        return all(t.attempt >= 2 for t in nodes if t.id in root_ids)
+
+    wait_until(retrying, timeout=60)
+    handle.cancel()
+    nodes = store.workflow_tasks(handle.id)
+    escaped = [
+        (t.id, t.status, t.retries_left, t.cancel_requested_at)
+        for t in nodes
+        if not cancelled_for_good(t)
+    ]
+    assert not escaped, f"round {number}: nodes left able to start again: {escaped}"
+    attempts = {t.id: t.attempt for t in nodes}
+    wait_until(lambda: ended(store, handle), timeout=60)
+    nodes = store.workflow_tasks(handle.id)
+    assert {t.id: t.attempt for t in nodes} == attempts, f"round {number}: captured again"
+    assert {t.status for t in nodes} == {Status.CANCELLED}, f"round {number}"
+
+
 # --- kill -9 ------------------------------------------------------------------------------
 
 
