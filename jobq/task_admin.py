@@ -30,6 +30,7 @@ class TaskAdmin:
     _read: Any
     _cancel_after: Callable[[Any, Sequence[int]], int]  # jobq.workflows.rows
     _revive_after: Callable[[Any, int], int]  # jobq.workflows.rows
+    _settle_removed: Callable[[Any, Sequence[int], str], int]  # jobq.workflows.rows
 
     def cancel(self, id: int) -> bool:
         """Cancel task ``id``: a waiting one at once, a running one by a request.
@@ -222,13 +223,15 @@ class TaskAdmin:
             return {(q, Status(s)): n for q, s, n in conn.execute(stmt)}
 
     def cancel_queue(self, queue: str, *, batch_size: int = 10_000) -> int:
-        """Cancel every waiting task of ``queue`` (queued, or failed with retries left), in
-        transactions of ``batch_size`` tasks; how many. Running tasks are left alone."""
+        """Cancel every waiting task of ``queue`` (queued, blocked, or failed with retries
+        left), in transactions of ``batch_size`` tasks; how many. Running tasks are left
+        alone; a workflow node's blocked descendants are cancelled with it."""
         return bulk.cancel_waiting(self, queue, batch_size=batch_size)
 
     def purge(self, queue: str, *, batch_size: int = 10_000) -> int:
-        """Delete every waiting task of ``queue`` (queued, or failed with retries left), in
-        transactions of ``batch_size`` tasks; how many. Running and finished ones stay."""
+        """Delete every waiting task of ``queue`` (queued, blocked, or failed with retries
+        left), in transactions of ``batch_size`` tasks; how many. Running and finished ones
+        stay; a workflow node's blocked descendants elsewhere are cancelled."""
         return bulk.purge(self, queue, batch_size=batch_size)
 
     def prune(

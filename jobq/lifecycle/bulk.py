@@ -7,6 +7,10 @@ instead reads the next ids in id order, then updates or deletes those rows in th
 transaction, saying again that each must still be waiting: a row captured meanwhile is
 left alone. Two statements rather than one with a LIMIT subquery: MariaDB refuses a
 DELETE or UPDATE whose subquery reads the same table with a LIMIT.
+
+A blocked workflow node (waiting for its parents) is a waiting task too. Cancelling or
+deleting a node settles the nodes after it in the same transaction, as a single cancel
+does: their blocked descendants outside the queue end cancelled, naming it.
 """
 
 from __future__ import annotations
@@ -31,6 +35,13 @@ class HasDatabase(Protocol):
     db: Database
 
 
+class SettlesNodes(HasDatabase, Protocol):
+    """What cancelling and purging need of a jobq.Store: its database, and the settling
+    of the nodes after the workflow nodes a batch took (jobq.workflows.rows)."""
+
+    def _settle_removed(self, conn: Connection, ids: Sequence[int], queue: str) -> int: ...
+
+
 #: How many tasks a batch takes by default.
 DEFAULT_BATCH = 10_000
 #: Ids named by one UPDATE or DELETE: a batch larger than this takes several statements,
@@ -38,9 +49,14 @@ DEFAULT_BATCH = 10_000
 #: (SQLite's is 32,766, PostgreSQL's 65,535).
 _IDS_PER_STATEMENT = 1_000
 
-#: A waiting task: queued, or failed with retries left; never a schedule's recurring row.
+#: A waiting task: queued, blocked (a workflow node waiting for its parents), or failed
+#: with retries left; never a schedule's recurring row.
 WAITING = sa.and_(
-    sa.or_(status_is(Status.QUEUED), sa.and_(status_is(Status.FAILED), HAS_RETRIES)),
+    sa.or_(
+        status_is(Status.QUEUED),
+        status_is(Status.BLOCKED),
+        sa.and_(status_is(Status.FAILED), HAS_RETRIES),
+    ),
     sa.not_(c.recurring),
 )
 
@@ -60,28 +76,34 @@ _NEXT_IDS = (
 Apply = Callable[[Connection, Sequence[int], str], int]
 
 
-def cancel_waiting(store: HasDatabase, queue: str, *, batch_size: int = DEFAULT_BATCH) -> int:
-    """Cancel every waiting task of ``queue`` (queued, or failed with retries left), as
-    Store.cancel cancels one, in batches of ``batch_size``; how many were cancelled."""
+def cancel_waiting(store: SettlesNodes, queue: str, *, batch_size: int = DEFAULT_BATCH) -> int:
+    """Cancel every waiting task of ``queue`` (queued, blocked, or failed with retries
+    left), as Store.cancel cancels one, in batches of ``batch_size``; how many were
+    cancelled (of ``queue``: not the descendants elsewhere that their ends cancelled)."""
     update = sa.update(tasks).values(
         status=Status.CANCELLED.value, finished_at=store.db.dialect.now()
     )
 
     def apply(conn: Connection, ids: Sequence[int], queue: str) -> int:
-        return conn.execute(update.where(c.id.in_(ids), c.queue_id == queue, WAITING)).rowcount
+        cancelled = conn.execute(update.where(c.id.in_(ids), c.queue_id == queue, WAITING)).rowcount
+        store._settle_removed(conn, ids, queue)  # workflow nodes' descendants, if any
+        return cancelled
 
     return _in_batches(store, queue, batch_size, apply)
 
 
-def purge(store: HasDatabase, queue: str, *, batch_size: int = DEFAULT_BATCH) -> int:
-    """Delete every waiting task of ``queue`` (queued, or failed with retries left), in
-    batches of ``batch_size``, leaving running, finished and recurring rows; how many."""
+def purge(store: SettlesNodes, queue: str, *, batch_size: int = DEFAULT_BATCH) -> int:
+    """Delete every waiting task of ``queue`` (queued, blocked, or failed with retries
+    left), in batches of ``batch_size``, leaving running, finished and recurring rows;
+    how many (of ``queue``: not the descendants elsewhere that their deletion cancelled)."""
 
     def apply(conn: Connection, ids: Sequence[int], queue: str) -> int:
         stmt = sa.delete(tasks).where(c.id.in_(ids), c.queue_id == queue, WAITING)
         deleted = conn.execute(stmt).rowcount
-        # A purged workflow node's edges go too (SQLite enforces no foreign key).
+        # A purged workflow node's edges go too (SQLite enforces no foreign key); the
+        # edges out of it stay until its children settle, which find it gone.
         conn.execute(sa.delete(task_edges).where(task_edges.c.child_id.in_(ids), _gone))
+        store._settle_removed(conn, ids, queue)
         return deleted
 
     return _in_batches(store, queue, batch_size, apply)

@@ -147,6 +147,31 @@ class Workflows:
                 cancelled += settle.cancel_descendants(conn, self.dialect, parent_id, reason)
         return cancelled
 
+    def _settle_removed(self, conn: Connection, ids: Sequence[int], queue: str) -> int:
+        """After a bulk cancel or purge of queue ``queue`` took the tasks ``ids`` (in this
+        transaction): cancel the blocked descendants of each, their errors naming it (as
+        cancelled, or gone), as a single cancel does; how many.
+
+        Descendants of ``queue`` are spared: the bulk action takes them itself, in this
+        batch or a later one (a node's id is greater than its parents', and batches go in
+        id order). Only tasks with a child still blocked are walked, so a batch that took
+        a whole chain walks nothing.
+        """
+        cancelled = 0
+        # In id order, ancestors first: a node is named by the first node taken before it.
+        walked = sorted(settle.with_blocked_children(conn, self.dialect, ids))
+        for part in settle.chunks(walked):
+            # Cancelled ones are still rows (id, name, status); deleted ones are not.
+            rows = conn.execute(settle.failed_parents(self.dialect), {"ids": part}).all()
+            found = {parent_id: (name, status) for parent_id, name, status in rows}
+            for parent_id in part:
+                name, status = found.get(parent_id, (None, None))
+                reason = settle.cancelled_because(parent_id, name, status)
+                cancelled += settle.cancel_descendants(
+                    conn, self.dialect, parent_id, reason, spared=queue
+                )
+        return cancelled
+
     def _revive_after(self, conn: Connection, id: int) -> int:
         """Task ``id`` runs again (Store.retry): its descendants cancelled before they ever
         ran wait for their parents again (blocked); how many."""

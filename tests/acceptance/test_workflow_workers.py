@@ -26,6 +26,7 @@ import sqlalchemy as sa
 import jobq
 from jobq import Status
 from jobq.schema import task_edges, tasks, workflows
+from tests.acceptance.test_cli import Cli
 from tests.acceptance.test_worker_processes import wait_until
 from tests.apps import workflows as flows
 from tests.worker_processes import Worker, Workers, app_store
@@ -292,6 +293,52 @@ def test_cancelling_a_workflow_stops_its_running_nodes_and_cancels_the_rest(
     logs = "".join(worker.stderr() for worker in started)
     for node in (running_id, side_id):
         assert f"task {node} attempt 1: cancel requested; stopping it" in logs
+
+
+BULK_ACTIONS = [
+    (["cancel", "--queue", "victimq"], "cancelled 1 waiting task of queue 'victimq'\n"),
+    (["purge", "victimq", "--yes"], "deleted 1 waiting task of queue 'victimq'\n"),
+]
+
+
+@pytest.mark.parametrize(("command", "said"), BULK_ACTIONS)
+def test_a_bulk_cancel_or_purge_takes_a_blocked_node_and_the_nodes_after_it(
+    store: jobq.Store,
+    workers: Workers,
+    db_url: str,
+    tmp_path: Path,
+    command: list[str],
+    said: str,
+) -> None:
+    """chain(gated, victim in queue victimq, a node after it): while a worker runs gated,
+    `jobq cancel --queue victimq` (or `jobq purge victimq --yes`) takes victim, blocked,
+    and cancels the node after it, naming victim. gated then ends done and releases
+    nothing: neither node ever runs."""
+    started = start(workers, store, 2)
+    gate = tmp_path / "gate"
+    handle = jobq.chain(
+        flows.gated.s(path=str(gate)), flows.value.s(x=1, _queue="victimq"), flows.value.s(x=2)
+    ).enqueue()
+    gated_id, victim_id, after_id = map(int, handle.tasks)
+    wait_until(lambda: runs_per_task()[gated_id] == 1)
+    done = Cli(tmp_path)(db_url, *command)
+    assert (done.returncode, done.stdout) == (0, said), done.stderr
+    gate.touch()
+    wait_until(lambda: task(store, gated_id).status is Status.DONE)
+    # Its end would have queued victim in the transaction that recorded it.
+    victim = store.get(victim_id)
+    if command[0] == "purge":
+        assert victim is None
+        reason = f"cancelled: task {victim_id}, which it waits for, no longer exists"
+    else:
+        assert victim is not None and victim.status is Status.CANCELLED, victim
+        reason = f"cancelled: task {victim_id} (value), which it waits for, was cancelled"
+    after = task(store, after_id)
+    assert (after.status, after.error, after.attempt) == (Status.CANCELLED, reason, 0)
+    stop(*started)
+    drain = workers.start("--burst", "--burst-wait", "0")
+    assert drain.process.wait(timeout=60) == 0, drain.stderr()
+    assert runs_per_task() == {gated_id: 1}
 
 
 #: Rounds of the race of cancel() against retrying roots, and the shape of each round's
