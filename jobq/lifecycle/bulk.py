@@ -139,12 +139,34 @@ def _in_batches(store: HasDatabase, queue: str, batch_size: int, apply: Apply) -
         after = ids[-1]
 
 
-#: A finished task: done, failed for good or cancelled (the ends that set finished_at);
-#: never a schedule's recurring row.
-FINISHED = sa.and_(
-    c.finished_at.is_not(None),
-    c.status.in_([s.value for s in (Status.DONE, Status.FAILED, Status.CANCELLED)]),
-    sa.not_(c.recurring),
+def finished(columns: Any = c) -> sa.ColumnElement[bool]:
+    """A finished task: done, failed for good or cancelled (the ends that set finished_at);
+    never a schedule's recurring row (of the tasks table or an alias of it)."""
+    return sa.and_(
+        columns.finished_at.is_not(None),
+        columns.status.in_([s.value for s in (Status.DONE, Status.FAILED, Status.CANCELLED)]),
+        sa.not_(columns.recurring),
+    )
+
+
+FINISHED = finished()
+
+_needing = tasks.alias("needing")
+#: A task whose row no workflow node still needs: outside workflows, or with no child
+#: that has not finished (a child's parent_results() reads its parents' rows). For each
+#: workflow node the pick meets, one probe along jobq_task_edges_parent and the children's
+#: primary key, stopping at the first child not finished; a task outside workflows costs
+#: none. A scalar subquery with a LIMIT rather than NOT EXISTS: PostgreSQL plans a NOT
+#: EXISTS as a hash of every edge with a child not finished, built by a scan of the whole
+#: edge table in every batch.
+UNNEEDED = sa.or_(
+    c.workflow_id.is_(None),
+    sa.select(task_edges.c.child_id)
+    .join(_needing, _needing.c.id == task_edges.c.child_id)
+    .where(task_edges.c.parent_id == c.id, sa.not_(finished(_needing.c)))
+    .limit(1)
+    .scalar_subquery()
+    .is_(None),
 )
 
 #: How many finished tasks a batch of pruning deletes by default: a few tens of ms.
@@ -155,10 +177,14 @@ def prune_batch(
     store: HasDatabase, older_than: float, scope: sa.ColumnElement[bool], batch_size: int
 ) -> tuple[int, bool]:
     """Delete the ``batch_size`` oldest finished tasks of ``scope`` that finished over
-    ``older_than`` s ago, in one short transaction: (how many, whether more may be left)."""
+    ``older_than`` s ago, in one short transaction: (how many, whether more may be left).
+
+    A workflow node is kept while a node after it has not finished: that node's
+    parent_results() reads it (UNNEEDED)."""
     old = sa.and_(FINISHED, scope, c.finished_at < store.db.dialect.now_plus(-older_than))
-    # Oldest first, along the finished_at index: a batch reads only the rows it deletes.
-    pick = sa.select(c.id).where(old).order_by(c.finished_at).limit(batch_size)
+    # Oldest first, along the finished_at index: a batch reads only the rows it deletes
+    # (and steps over the parents kept for their children).
+    pick = sa.select(c.id).where(old, UNNEEDED).order_by(c.finished_at).limit(batch_size)
 
     def batch(conn: Connection) -> tuple[int, int]:
         ids = list(conn.execute(pick).scalars())
@@ -166,6 +192,9 @@ def prune_batch(
         for start in range(0, len(ids), _IDS_PER_STATEMENT):
             chunk = ids[start : start + _IDS_PER_STATEMENT]
             # Saying again that each is old and finished: `jobq retry` may have sent one back.
+            # Not UNNEEDED again (MySQL refuses a DELETE whose subquery reads its table):
+            # a child that the pick saw finished stays finished but for a `jobq retry`,
+            # which could as well come a moment after this delete.
             deleted += conn.execute(sa.delete(tasks).where(c.id.in_(chunk), old)).rowcount
             # A pruned workflow node's edges go too (SQLite enforces no foreign key).
             conn.execute(sa.delete(task_edges).where(task_edges.c.child_id.in_(chunk), _gone))

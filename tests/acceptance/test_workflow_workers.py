@@ -17,6 +17,7 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -399,6 +400,36 @@ def cancel_mid_retries(store: jobq.Store, number: int) -> None:
     nodes = store.workflow_tasks(handle.id)
     assert {t.id: t.attempt for t in nodes} == attempts, f"round {number}: captured again"
     assert {t.status for t in nodes} == {Status.CANCELLED}, f"round {number}"
+
+
+def test_pruning_keeps_a_finished_parent_while_its_sibling_runs(
+    store: jobq.Store, workers: Workers, db_url: str, tmp_path: Path
+) -> None:
+    """A, B -> C on real workers: A is done, finished 9 days ago; B still runs. `jobq
+    prune --older-than 7d` deletes nothing (C needs A's result); C then gets both
+    parents' results. Once C is done, the same prune deletes A."""
+    started = start(workers, store, 2)
+    gate = tmp_path / "gate"
+    wf = jobq.Workflow()
+    a = wf.add(flows.value.s(x=10))
+    b = wf.add(flows.gated.s(path=str(gate)))
+    wf.add(flows.collect.s(), after=[a, b])
+    handle = wf.enqueue()
+    a_id, b_id, c_id = map(int, handle.tasks)
+    wait_until(lambda: task(store, a_id).status is Status.DONE and runs_per_task()[b_id] == 1)
+    # A ended for good: no worker writes its row again.
+    long_ago = datetime.now(UTC) - timedelta(days=9)
+    with store.engine.begin() as conn:
+        conn.execute(sa.update(tasks).where(tasks.c.id == a_id).values(finished_at=long_ago))
+    cli = Cli(tmp_path)
+    kept = cli(db_url, "prune", "--older-than", "7d")
+    assert (kept.returncode, kept.stdout) == (0, "deleted 0 tasks\n"), kept.stderr
+    gate.touch()
+    assert handle.result(timeout=60) == [10, str(gate)]
+    pruned = cli(db_url, "prune", "--older-than", "7d")
+    assert (pruned.returncode, pruned.stdout) == (0, "deleted 1 task\n"), pruned.stderr
+    assert store.get(a_id) is None and task(store, c_id).status is Status.DONE
+    stop(*started)
 
 
 # --- kill -9 ------------------------------------------------------------------------------
