@@ -79,7 +79,7 @@ Apply = Callable[[Connection, Sequence[int], str], int]
 def cancel_waiting(store: SettlesNodes, queue: str, *, batch_size: int = DEFAULT_BATCH) -> int:
     """Cancel every waiting task of ``queue`` (queued, blocked, or failed with retries
     left), as Store.cancel cancels one, in batches of ``batch_size``; how many were
-    cancelled (of ``queue``: not the descendants elsewhere that their ends cancelled)."""
+    cancelled (of ``queue``: not the descendants elsewhere cancelled with them)."""
     update = sa.update(tasks).values(
         status=Status.CANCELLED.value, finished_at=store.db.dialect.now()
     )
