@@ -30,6 +30,7 @@ class TaskAdmin:
     _read: Any
     _cancel_after: Callable[[Any, Sequence[int]], int]  # jobq.workflows.rows
     _revive_after: Callable[[Any, int], int]  # jobq.workflows.rows
+    _settle_removed: Callable[[Any, Sequence[int], str], int]  # jobq.workflows.rows
 
     def cancel(self, id: int) -> bool:
         """Cancel task ``id``: a waiting one at once, a running one by a request.
@@ -60,33 +61,8 @@ class TaskAdmin:
         return self.db.write(cancel, atomic=True)
 
     def _cancel_statement(self) -> sa.Update:
-        running = status_is(Status.IN_PROGRESS)
-        now = self.dialect.now()
-        # One statement, so that a run starting or ending meanwhile cannot slip between
-        # two. Status is set last: MySQL's later assignments see the earlier ones' values.
-        return (
-            sa.update(tasks)
-            .where(
-                c.id == sa.bindparam("id"),
-                sa.or_(
-                    status_is(Status.QUEUED),
-                    status_is(Status.BLOCKED),
-                    sa.and_(status_is(Status.FAILED), c.retries_left > 0),
-                    running,
-                ),
-                sa.not_(c.recurring),
-            )
-            .ordered_values(
-                (
-                    c.cancel_requested_at,
-                    sa.case(
-                        (running, sa.func.coalesce(c.cancel_requested_at, now)),
-                        else_=c.cancel_requested_at,
-                    ),
-                ),
-                (c.finished_at, sa.case((running, c.finished_at), else_=now)),
-                (c.status, sa.case((running, c.status), else_=Status.CANCELLED.value)),
-            )
+        return cancel_update(
+            self.dialect, sa.and_(c.id == sa.bindparam("id"), sa.not_(c.recurring))
         )
 
     def running_lock_keys(self) -> list[tuple[str, str | None, Any, Any]]:
@@ -247,13 +223,15 @@ class TaskAdmin:
             return {(q, Status(s)): n for q, s, n in conn.execute(stmt)}
 
     def cancel_queue(self, queue: str, *, batch_size: int = 10_000) -> int:
-        """Cancel every waiting task of ``queue`` (queued, or failed with retries left), in
-        transactions of ``batch_size`` tasks; how many. Running tasks are left alone."""
+        """Cancel every waiting task of ``queue`` (queued, blocked, or failed with retries
+        left), in transactions of ``batch_size`` tasks; how many. Running tasks are left
+        alone; a workflow node's blocked descendants are cancelled with it."""
         return bulk.cancel_waiting(self, queue, batch_size=batch_size)
 
     def purge(self, queue: str, *, batch_size: int = 10_000) -> int:
-        """Delete every waiting task of ``queue`` (queued, or failed with retries left), in
-        transactions of ``batch_size`` tasks; how many. Running and finished ones stay."""
+        """Delete every waiting task of ``queue`` (queued, blocked, or failed with retries
+        left), in transactions of ``batch_size`` tasks; how many. Running and finished ones
+        stay; a workflow node's blocked descendants elsewhere are cancelled."""
         return bulk.purge(self, queue, batch_size=batch_size)
 
     def prune(
@@ -287,3 +265,50 @@ class TaskAdmin:
             task = Task.from_values(self._read(row))
             by_worker.setdefault(task.locked_by or "", []).append(task)
         return by_worker
+
+
+def cancel_update(
+    dialect: Dialect, which: sa.ColumnElement[bool], error: str | None = None
+) -> sa.Update:
+    """One UPDATE cancelling the tasks ``which`` selects that have not finished: a waiting
+    one (queued, blocked, or failed with retries left) ends cancelled (its error set to
+    ``error`` if given); a running one gets a cancel request.
+
+    One statement, deciding each row by its status as it is when the row is written, so
+    that a run starting or ending meanwhile cannot slip between two: PostgreSQL (READ
+    COMMITTED) re-reads a row changed since the statement began and re-evaluates WHERE and
+    SET on its newest version, InnoDB's UPDATE reads the newest committed version under
+    its lock, and SQLite's writers take turns. Status is set last: MySQL's later
+    assignments see the earlier ones' values.
+    """
+    running = status_is(Status.IN_PROGRESS)
+    now = dialect.now()
+    finished_error = (
+        []
+        if error is None
+        else [(c.error, sa.case((running, c.error), else_=sa.literal(error, sa.Text)))]
+    )
+    return (
+        sa.update(tasks)
+        .where(
+            which,
+            sa.or_(
+                status_is(Status.QUEUED),
+                status_is(Status.BLOCKED),
+                sa.and_(status_is(Status.FAILED), c.retries_left > 0),
+                running,
+            ),
+        )
+        .ordered_values(
+            (
+                c.cancel_requested_at,
+                sa.case(
+                    (running, sa.func.coalesce(c.cancel_requested_at, now)),
+                    else_=c.cancel_requested_at,
+                ),
+            ),
+            *finished_error,
+            (c.finished_at, sa.case((running, c.finished_at), else_=now)),
+            (c.status, sa.case((running, c.status), else_=Status.CANCELLED.value)),
+        )
+    )

@@ -56,8 +56,8 @@ def cancel(task_id: int | None, queue: str | None, database_url: str) -> None:
     one is asked to stop: its worker hears of it within a second, and the run ends
     cancelled when its code checks (jobq.check_cancelled), unless it finishes first.
     Finished tasks and schedules' rows (see `jobq cron disable`) cannot be cancelled.
-    With --queue, only the queue's waiting tasks are cancelled, in batches; its running
-    tasks go on.
+    With --queue, only the queue's waiting tasks are cancelled (blocked workflow nodes
+    too, and the nodes after them), in batches; its running tasks go on.
     """
     if (task_id is None) == (queue is None):
         raise click.UsageError("give a task ID or --queue (exactly one)")
@@ -110,8 +110,9 @@ def _why_not_cancelled(task: Task | None, task_id: int) -> str:
 def purge(queue: str, yes: bool, database_url: str) -> None:
     """Delete every waiting task of QUEUE, for good; needs --yes.
 
-    Waiting means queued, or failed with retries left. Running and finished tasks and
-    schedules' rows stay. Deleted in batches, each its own short transaction.
+    Waiting means queued, blocked (a workflow node waiting for its parents; the nodes
+    after it elsewhere are cancelled), or failed with retries left. Running and finished
+    tasks and schedules' rows stay. Deleted in batches, each its own short transaction.
     """
     if not yes:
         raise click.UsageError(

@@ -7,6 +7,10 @@ instead reads the next ids in id order, then updates or deletes those rows in th
 transaction, saying again that each must still be waiting: a row captured meanwhile is
 left alone. Two statements rather than one with a LIMIT subquery: MariaDB refuses a
 DELETE or UPDATE whose subquery reads the same table with a LIMIT.
+
+A blocked workflow node (waiting for its parents) is a waiting task too. Cancelling or
+deleting a node settles the nodes after it in the same transaction, as a single cancel
+does: their blocked descendants outside the queue end cancelled, naming it.
 """
 
 from __future__ import annotations
@@ -31,6 +35,13 @@ class HasDatabase(Protocol):
     db: Database
 
 
+class SettlesNodes(HasDatabase, Protocol):
+    """What cancelling and purging need of a jobq.Store: its database, and the settling
+    of the nodes after the workflow nodes a batch took (jobq.workflows.rows)."""
+
+    def _settle_removed(self, conn: Connection, ids: Sequence[int], queue: str) -> int: ...
+
+
 #: How many tasks a batch takes by default.
 DEFAULT_BATCH = 10_000
 #: Ids named by one UPDATE or DELETE: a batch larger than this takes several statements,
@@ -38,9 +49,14 @@ DEFAULT_BATCH = 10_000
 #: (SQLite's is 32,766, PostgreSQL's 65,535).
 _IDS_PER_STATEMENT = 1_000
 
-#: A waiting task: queued, or failed with retries left; never a schedule's recurring row.
+#: A waiting task: queued, blocked (a workflow node waiting for its parents), or failed
+#: with retries left; never a schedule's recurring row.
 WAITING = sa.and_(
-    sa.or_(status_is(Status.QUEUED), sa.and_(status_is(Status.FAILED), HAS_RETRIES)),
+    sa.or_(
+        status_is(Status.QUEUED),
+        status_is(Status.BLOCKED),
+        sa.and_(status_is(Status.FAILED), HAS_RETRIES),
+    ),
     sa.not_(c.recurring),
 )
 
@@ -60,28 +76,34 @@ _NEXT_IDS = (
 Apply = Callable[[Connection, Sequence[int], str], int]
 
 
-def cancel_waiting(store: HasDatabase, queue: str, *, batch_size: int = DEFAULT_BATCH) -> int:
-    """Cancel every waiting task of ``queue`` (queued, or failed with retries left), as
-    Store.cancel cancels one, in batches of ``batch_size``; how many were cancelled."""
+def cancel_waiting(store: SettlesNodes, queue: str, *, batch_size: int = DEFAULT_BATCH) -> int:
+    """Cancel every waiting task of ``queue`` (queued, blocked, or failed with retries
+    left), as Store.cancel cancels one, in batches of ``batch_size``; how many were
+    cancelled (of ``queue``: not the descendants elsewhere cancelled with them)."""
     update = sa.update(tasks).values(
         status=Status.CANCELLED.value, finished_at=store.db.dialect.now()
     )
 
     def apply(conn: Connection, ids: Sequence[int], queue: str) -> int:
-        return conn.execute(update.where(c.id.in_(ids), c.queue_id == queue, WAITING)).rowcount
+        cancelled = conn.execute(update.where(c.id.in_(ids), c.queue_id == queue, WAITING)).rowcount
+        store._settle_removed(conn, ids, queue)  # workflow nodes' descendants, if any
+        return cancelled
 
     return _in_batches(store, queue, batch_size, apply)
 
 
-def purge(store: HasDatabase, queue: str, *, batch_size: int = DEFAULT_BATCH) -> int:
-    """Delete every waiting task of ``queue`` (queued, or failed with retries left), in
-    batches of ``batch_size``, leaving running, finished and recurring rows; how many."""
+def purge(store: SettlesNodes, queue: str, *, batch_size: int = DEFAULT_BATCH) -> int:
+    """Delete every waiting task of ``queue`` (queued, blocked, or failed with retries
+    left), in batches of ``batch_size``, leaving running, finished and recurring rows;
+    how many (of ``queue``: not the descendants elsewhere that their deletion cancelled)."""
 
     def apply(conn: Connection, ids: Sequence[int], queue: str) -> int:
         stmt = sa.delete(tasks).where(c.id.in_(ids), c.queue_id == queue, WAITING)
         deleted = conn.execute(stmt).rowcount
-        # A purged workflow node's edges go too (SQLite enforces no foreign key).
+        # A purged workflow node's edges go too (SQLite enforces no foreign key); the
+        # edges out of it stay until its children settle, which find it gone.
         conn.execute(sa.delete(task_edges).where(task_edges.c.child_id.in_(ids), _gone))
+        store._settle_removed(conn, ids, queue)
         return deleted
 
     return _in_batches(store, queue, batch_size, apply)
@@ -117,12 +139,34 @@ def _in_batches(store: HasDatabase, queue: str, batch_size: int, apply: Apply) -
         after = ids[-1]
 
 
-#: A finished task: done, failed for good or cancelled (the ends that set finished_at);
-#: never a schedule's recurring row.
-FINISHED = sa.and_(
-    c.finished_at.is_not(None),
-    c.status.in_([s.value for s in (Status.DONE, Status.FAILED, Status.CANCELLED)]),
-    sa.not_(c.recurring),
+def finished(columns: Any = c) -> sa.ColumnElement[bool]:
+    """A finished task: done, failed for good or cancelled (the ends that set finished_at);
+    never a schedule's recurring row (of the tasks table or an alias of it)."""
+    return sa.and_(
+        columns.finished_at.is_not(None),
+        columns.status.in_([s.value for s in (Status.DONE, Status.FAILED, Status.CANCELLED)]),
+        sa.not_(columns.recurring),
+    )
+
+
+FINISHED = finished()
+
+_needing = tasks.alias("needing")
+#: A task whose row no workflow node still needs: outside workflows, or with no child
+#: that has not finished (a child's parent_results() reads its parents' rows). For each
+#: workflow node the pick meets, one probe along jobq_task_edges_parent and the children's
+#: primary key, stopping at the first child not finished; a task outside workflows costs
+#: none. A scalar subquery with a LIMIT rather than NOT EXISTS: PostgreSQL plans a NOT
+#: EXISTS as a hash of every edge with a child not finished, built by a scan of the whole
+#: edge table in every batch.
+UNNEEDED = sa.or_(
+    c.workflow_id.is_(None),
+    sa.select(task_edges.c.child_id)
+    .join(_needing, _needing.c.id == task_edges.c.child_id)
+    .where(task_edges.c.parent_id == c.id, sa.not_(finished(_needing.c)))
+    .limit(1)
+    .scalar_subquery()
+    .is_(None),
 )
 
 #: How many finished tasks a batch of pruning deletes by default: a few tens of ms.
@@ -133,10 +177,14 @@ def prune_batch(
     store: HasDatabase, older_than: float, scope: sa.ColumnElement[bool], batch_size: int
 ) -> tuple[int, bool]:
     """Delete the ``batch_size`` oldest finished tasks of ``scope`` that finished over
-    ``older_than`` s ago, in one short transaction: (how many, whether more may be left)."""
+    ``older_than`` s ago, in one short transaction: (how many, whether more may be left).
+
+    A workflow node is kept while a node after it has not finished: that node's
+    parent_results() reads it (UNNEEDED)."""
     old = sa.and_(FINISHED, scope, c.finished_at < store.db.dialect.now_plus(-older_than))
-    # Oldest first, along the finished_at index: a batch reads only the rows it deletes.
-    pick = sa.select(c.id).where(old).order_by(c.finished_at).limit(batch_size)
+    # Oldest first, along the finished_at index: a batch reads only the rows it deletes
+    # (and steps over the parents kept for their children).
+    pick = sa.select(c.id).where(old, UNNEEDED).order_by(c.finished_at).limit(batch_size)
 
     def batch(conn: Connection) -> tuple[int, int]:
         ids = list(conn.execute(pick).scalars())
@@ -144,6 +192,9 @@ def prune_batch(
         for start in range(0, len(ids), _IDS_PER_STATEMENT):
             chunk = ids[start : start + _IDS_PER_STATEMENT]
             # Saying again that each is old and finished: `jobq retry` may have sent one back.
+            # Not UNNEEDED again (MySQL refuses a DELETE whose subquery reads its table):
+            # a child that the pick saw finished stays finished but for a `jobq retry`,
+            # which could as well come a moment after this delete.
             deleted += conn.execute(sa.delete(tasks).where(c.id.in_(chunk), old)).rowcount
             # A pruned workflow node's edges go too (SQLite enforces no foreign key).
             conn.execute(sa.delete(task_edges).where(task_edges.c.child_id.in_(chunk), _gone))

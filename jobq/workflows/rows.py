@@ -19,7 +19,8 @@ from jobq.database import Database
 from jobq.dialects import Dialect
 from jobq.errors import JobqError, WorkflowNotFound
 from jobq.run_end import chunked_records
-from jobq.schema import status_is, task_edges, tasks, workflows
+from jobq.schema import task_edges, tasks, workflows
+from jobq.task_admin import cancel_update
 from jobq.tasks import Completion, Status, Task, as_utc
 from jobq.validation import check_int
 from jobq.workflows import settle
@@ -146,6 +147,31 @@ class Workflows:
                 cancelled += settle.cancel_descendants(conn, self.dialect, parent_id, reason)
         return cancelled
 
+    def _settle_removed(self, conn: Connection, ids: Sequence[int], queue: str) -> int:
+        """After a bulk cancel or purge of queue ``queue`` took the tasks ``ids`` (in this
+        transaction): cancel the blocked descendants of each, their errors naming it (as
+        cancelled, or gone), as a single cancel does; how many.
+
+        Descendants of ``queue`` are spared: the bulk action takes them itself, in this
+        batch or a later one (a node's id is greater than its parents', and batches go in
+        id order). Only tasks with a child still blocked are walked, so a batch that took
+        a whole chain walks nothing.
+        """
+        cancelled = 0
+        # In id order, ancestors first: a node is named by the first node taken before it.
+        walked = sorted(settle.with_blocked_children(conn, self.dialect, ids))
+        for part in settle.chunks(walked):
+            # Cancelled ones are still rows (id, name, status); deleted ones are not.
+            rows = conn.execute(settle.failed_parents(self.dialect), {"ids": part}).all()
+            found = {parent_id: (name, status) for parent_id, name, status in rows}
+            for parent_id in part:
+                name, status = found.get(parent_id, (None, None))
+                reason = settle.cancelled_because(parent_id, name, status)
+                cancelled += settle.cancel_descendants(
+                    conn, self.dialect, parent_id, reason, spared=queue
+                )
+        return cancelled
+
     def _revive_after(self, conn: Connection, id: int) -> int:
         """Task ``id`` runs again (Store.retry): its descendants cancelled before they ever
         ran wait for their parents again (blocked); how many."""
@@ -240,37 +266,34 @@ class Workflows:
     def cancel_workflow(self, workflow_id: int) -> int:
         """Cancel every node of the workflow not finished yet: waiting ones at once,
         running ones by a cancel request (as Store.cancel). How many it did either to;
-        WorkflowNotFound if there is no such workflow."""
+        WorkflowNotFound if there is no such workflow.
+
+        No node can start again afterwards, whatever runs meanwhile: one UPDATE
+        (task_admin.cancel_update) decides each node by its status when it writes it,
+        so a run ending into a retry between two statements cannot escape both. A
+        requested node's end that would make it wait again is recorded cancelled
+        (run_end.CANCEL_PENDING), and rescue ends it cancelled if its lease lapses.
+        """
         check_int("workflow_id", workflow_id)
-        now = self.dialect.now()
-        of_workflow = sa.and_(
-            self.dialect.within("jobq_tasks_workflow"), c.workflow_id == workflow_id
-        )
-        waiting = sa.update(tasks).where(
-            of_workflow,
-            sa.or_(
-                status_is(Status.QUEUED),
-                status_is(Status.BLOCKED),
-                sa.and_(status_is(Status.FAILED), c.retries_left > 0),
-            ),
-        )
-        running = sa.update(tasks).where(of_workflow, status_is(Status.IN_PROGRESS))
         exists = sa.select(workflows.c.id).where(workflows.c.id == workflow_id)
+        statement = self.db.prepare(("workflow", "cancel"), lambda: _cancel_nodes(self.dialect))
 
         def cancel(conn: Connection) -> int:
             if conn.execute(exists).first() is None:
                 raise WorkflowNotFound(id=workflow_id)
-            ended = conn.execute(
-                waiting.values(
-                    status=Status.CANCELLED.value, error=WORKFLOW_CANCELLED, finished_at=now
-                )
-            ).rowcount
-            asked = conn.execute(
-                running.values(cancel_requested_at=sa.func.coalesce(c.cancel_requested_at, now))
-            ).rowcount
-            return ended + asked
+            count: int = self.db.run(statement, {"workflow_id": workflow_id}, connection=conn)
+            return count
 
         return self.db.write(cancel, atomic=True)
+
+
+def _cancel_nodes(dialect: Dialect) -> sa.Update:
+    """The cancel of workflow ``workflow_id``'s nodes not finished yet (cancel_update)."""
+    of_workflow = sa.and_(
+        dialect.within("jobq_tasks_workflow"),
+        c.workflow_id == sa.bindparam("workflow_id", type_=sa.BigInteger),
+    )
+    return cancel_update(dialect, of_workflow, WORKFLOW_CANCELLED)
 
 
 #: The fields of each node's record in the insert's JSON array parameter ``nodes``.

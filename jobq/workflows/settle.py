@@ -145,13 +145,17 @@ def descendants(dialect: Dialect) -> sa.Select[Any]:
     return dialect.memo(("workflow", "descendants"), build)
 
 
-def cancel_blocked(dialect: Dialect) -> sa.Update:
-    """The blocked tasks ``ids``: cancelled, with error ``reason``."""
+def cancel_blocked(dialect: Dialect, sparing_queue: bool = False) -> sa.Update:
+    """The blocked tasks ``ids``: cancelled, with error ``reason``; with ``sparing_queue``,
+    only those not of queue ``spared``."""
 
     def build() -> sa.Update:
+        which = sa.and_(dialect.among_ids(c.id), status_is(Status.BLOCKED))
+        if sparing_queue:
+            which = sa.and_(which, c.queue_id != sa.bindparam("spared", type_=sa.String))
         return (
             sa.update(tasks)
-            .where(dialect.among_ids(c.id), status_is(Status.BLOCKED))
+            .where(which)
             .values(
                 status=Status.CANCELLED.value,
                 error=sa.bindparam("reason", type_=sa.Text),
@@ -159,7 +163,7 @@ def cancel_blocked(dialect: Dialect) -> sa.Update:
             )
         )
 
-    return dialect.memo(("workflow", "cancel blocked"), build)
+    return dialect.memo(("workflow", "cancel blocked", sparing_queue), build)
 
 
 def revive_cancelled(dialect: Dialect) -> sa.Update:
@@ -260,10 +264,14 @@ def queue_tasks(conn: Connection, dialect: Dialect, ids: Sequence[int]) -> int:
     return queued
 
 
-def cancel_descendants(conn: Connection, dialect: Dialect, parent_id: int, reason: str) -> int:
-    """Cancel every blocked task after ``parent_id``, saying ``reason``; how many."""
+def cancel_descendants(
+    conn: Connection, dialect: Dialect, parent_id: int, reason: str, spared: str | None = None
+) -> int:
+    """Cancel every blocked task after ``parent_id`` (but those of queue ``spared``, if
+    given), saying ``reason``; how many."""
     below = list(conn.execute(descendants(dialect), {"parent_id": parent_id}).scalars())
-    statement = cancel_blocked(dialect)
-    return sum(
-        conn.execute(statement, {"ids": part, "reason": reason}).rowcount for part in chunks(below)
-    )
+    statement = cancel_blocked(dialect, sparing_queue=spared is not None)
+    params: dict[str, Any] = {"reason": reason}
+    if spared is not None:
+        params["spared"] = spared
+    return sum(conn.execute(statement, {**params, "ids": part}).rowcount for part in chunks(below))

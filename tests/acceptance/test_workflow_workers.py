@@ -17,6 +17,7 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ import sqlalchemy as sa
 import jobq
 from jobq import Status
 from jobq.schema import task_edges, tasks, workflows
+from tests.acceptance.test_cli import Cli
 from tests.acceptance.test_worker_processes import wait_until
 from tests.apps import workflows as flows
 from tests.worker_processes import Worker, Workers, app_store
@@ -292,6 +294,142 @@ def test_cancelling_a_workflow_stops_its_running_nodes_and_cancels_the_rest(
     logs = "".join(worker.stderr() for worker in started)
     for node in (running_id, side_id):
         assert f"task {node} attempt 1: cancel requested; stopping it" in logs
+
+
+BULK_ACTIONS = [
+    (["cancel", "--queue", "victimq"], "cancelled 1 waiting task of queue 'victimq'\n"),
+    (["purge", "victimq", "--yes"], "deleted 1 waiting task of queue 'victimq'\n"),
+]
+
+
+@pytest.mark.parametrize(("command", "said"), BULK_ACTIONS)
+def test_a_bulk_cancel_or_purge_takes_a_blocked_node_and_the_nodes_after_it(
+    store: jobq.Store,
+    workers: Workers,
+    db_url: str,
+    tmp_path: Path,
+    command: list[str],
+    said: str,
+) -> None:
+    """chain(gated, victim in queue victimq, a node after it): while a worker runs gated,
+    `jobq cancel --queue victimq` (or `jobq purge victimq --yes`) takes victim, blocked,
+    and cancels the node after it, naming victim. gated then ends done and releases
+    nothing: neither node ever runs."""
+    started = start(workers, store, 2)
+    gate = tmp_path / "gate"
+    handle = jobq.chain(
+        flows.gated.s(path=str(gate)), flows.value.s(x=1, _queue="victimq"), flows.value.s(x=2)
+    ).enqueue()
+    gated_id, victim_id, after_id = map(int, handle.tasks)
+    wait_until(lambda: runs_per_task()[gated_id] == 1)
+    done = Cli(tmp_path)(db_url, *command)
+    assert (done.returncode, done.stdout) == (0, said), done.stderr
+    gate.touch()
+    wait_until(lambda: task(store, gated_id).status is Status.DONE)
+    # Its end would have queued victim in the transaction that recorded it.
+    victim = store.get(victim_id)
+    if command[0] == "purge":
+        assert victim is None
+        reason = f"cancelled: task {victim_id}, which it waits for, no longer exists"
+    else:
+        assert victim is not None and victim.status is Status.CANCELLED, victim
+        reason = f"cancelled: task {victim_id} (value), which it waits for, was cancelled"
+    after = task(store, after_id)
+    assert (after.status, after.error, after.attempt) == (Status.CANCELLED, reason, 0)
+    stop(*started)
+    drain = workers.start("--burst", "--burst-wait", "0")
+    assert drain.process.wait(timeout=60) == 0, drain.stderr()
+    assert runs_per_task() == {gated_id: 1}
+
+
+#: Rounds of the race of cancel() against retrying roots, and the shape of each round's
+#: workflow: roots retrying every 20 ms on 16 slots, and nodes after each root (a larger
+#: workflow makes a longer cancel for the runs to end into).
+CANCEL_ROUNDS = 8
+ROOTS = 16
+AFTER_EACH_ROOT = 120
+
+
+def cancelled_for_good(node: jobq.Task) -> bool:
+    """Whether ``node`` can never start again: ended, or running with its cancel asked
+    for (its end is then recorded cancelled unless done or failed for good)."""
+    finished = node.status in (Status.DONE, Status.CANCELLED) or (
+        node.status is Status.FAILED and node.finished_at is not None
+    )
+    return finished or (node.status is Status.IN_PROGRESS and node.cancel_requested_at is not None)
+
+
+def test_cancel_races_retrying_roots_and_no_node_starts_again(
+    store: jobq.Store, workers: Workers
+) -> None:
+    """Round after round, a workflow of 16 roots that retry every 20 ms (2 workers x 8
+    slots run them) is cancelled mid-retries. Once cancel() has returned, every node has
+    ended or has its cancel asked for (no later write undoes either); then every node
+    ends, none captured again after the cancel."""
+    started = start(workers, store, 2, "--concurrency", "8")
+    for number in range(CANCEL_ROUNDS):
+        cancel_mid_retries(store, number)
+    stop(*started)
+
+
+def cancel_mid_retries(store: jobq.Store, number: int) -> None:
+    """One round of the race above (``number`` names it in failures)."""
+    wf = jobq.Workflow()
+    roots = [wf.add(flows.retrying.s()) for _ in range(ROOTS)]
+    for root in roots:
+        for n in range(AFTER_EACH_ROOT):
+            wf.add(flows.value.s(x=n), after=[root])
+    handle = wf.enqueue()
+    root_ids = {int(node) for node in handle.tasks[:ROOTS]}
+
+    def retrying() -> bool:
+        nodes = store.workflow_tasks(handle.id)
+        return all(t.attempt >= 2 for t in nodes if t.id in root_ids)
+
+    wait_until(retrying, timeout=60)
+    handle.cancel()
+    nodes = store.workflow_tasks(handle.id)
+    escaped = [
+        (t.id, t.status, t.retries_left, t.cancel_requested_at)
+        for t in nodes
+        if not cancelled_for_good(t)
+    ]
+    assert not escaped, f"round {number}: nodes left able to start again: {escaped}"
+    attempts = {t.id: t.attempt for t in nodes}
+    wait_until(lambda: ended(store, handle), timeout=60)
+    nodes = store.workflow_tasks(handle.id)
+    assert {t.id: t.attempt for t in nodes} == attempts, f"round {number}: captured again"
+    assert {t.status for t in nodes} == {Status.CANCELLED}, f"round {number}"
+
+
+def test_pruning_keeps_a_finished_parent_while_its_sibling_runs(
+    store: jobq.Store, workers: Workers, db_url: str, tmp_path: Path
+) -> None:
+    """A, B -> C on real workers: A is done, finished 9 days ago; B still runs. `jobq
+    prune --older-than 7d` deletes nothing (C needs A's result); C then gets both
+    parents' results. Once C is done, the same prune deletes A."""
+    started = start(workers, store, 2)
+    gate = tmp_path / "gate"
+    wf = jobq.Workflow()
+    a = wf.add(flows.value.s(x=10))
+    b = wf.add(flows.gated.s(path=str(gate)))
+    wf.add(flows.collect.s(), after=[a, b])
+    handle = wf.enqueue()
+    a_id, b_id, c_id = map(int, handle.tasks)
+    wait_until(lambda: task(store, a_id).status is Status.DONE and runs_per_task()[b_id] == 1)
+    # A ended for good: no worker writes its row again.
+    long_ago = datetime.now(UTC) - timedelta(days=9)
+    with store.engine.begin() as conn:
+        conn.execute(sa.update(tasks).where(tasks.c.id == a_id).values(finished_at=long_ago))
+    cli = Cli(tmp_path)
+    kept = cli(db_url, "prune", "--older-than", "7d")
+    assert (kept.returncode, kept.stdout) == (0, "deleted 0 tasks\n"), kept.stderr
+    gate.touch()
+    assert handle.result(timeout=60) == [10, str(gate)]
+    pruned = cli(db_url, "prune", "--older-than", "7d")
+    assert (pruned.returncode, pruned.stdout) == (0, "deleted 1 task\n"), pruned.stderr
+    assert store.get(a_id) is None and task(store, c_id).status is Status.DONE
+    stop(*started)
 
 
 # --- kill -9 ------------------------------------------------------------------------------

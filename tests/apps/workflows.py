@@ -9,6 +9,9 @@
 - ``fail(x)`` always raises: with ``retries=1`` it fails twice, the second time for good.
 - ``slow(seconds)`` runs until ``seconds`` pass or its cancel is requested
   (``jobq.check_cancelled()`` every 10 ms), so that it is stopped mid-run.
+- ``gated(path)`` runs until the file ``path`` exists (the test opens the gate), so that
+  it ends done at a moment the test chooses.
+- ``retrying()`` asks for a retry in 20 ms at every attempt (100,000 retries), unrecorded.
 
 A run records (task id, attempt, name, arguments, pid, start) in its own committed
 transaction before it does anything else, so a test counts runs per capture: one row per
@@ -123,3 +126,19 @@ def slow(seconds: float) -> float:
     _record()
     _pause(seconds)
     return seconds
+
+
+@app.task(retries=100_000, lease=LEASE, backoff=NOW)
+def retrying() -> None:
+    """Asks to run again in 20 ms at every attempt, for as long as it has retries (its
+    runs are not recorded: it runs hundreds of times a second)."""
+    raise jobq.Retry(delay=0.02)
+
+
+@app.task(retries=3, lease=LEASE, backoff=NOW)
+def gated(path: str) -> str:
+    _record()
+    while not os.path.exists(path):
+        jobq.check_cancelled()
+        time.sleep(0.01)
+    return path

@@ -15,7 +15,7 @@ import jobq
 from jobq import Status
 from jobq.lifecycle import bulk
 from jobq.schema import tasks
-from jobq.tasks import as_utc
+from jobq.tasks import Completion, as_utc
 from tests import shared_database
 from tests.helpers import all_rows, set_columns
 
@@ -158,6 +158,67 @@ def test_a_row_captured_between_reading_and_writing_a_batch_stays(
     assert done
     task = store.get(captured)
     assert task is not None and task.status is Status.IN_PROGRESS
+
+
+@pytest.mark.parametrize("batch_size", [1, bulk.DEFAULT_BATCH])
+@pytest.mark.parametrize("operation", ["cancel_queue", "purge"])
+def test_blocked_workflow_nodes_are_waiting_and_the_nodes_after_them_settle(
+    app: jobq.App, operation: str, batch_size: int
+) -> None:
+    """While the first step of a chain runs, a bulk action on queue ``victimq`` takes its
+    two blocked steps there and a queued root there; the nodes after them in other
+    queues end cancelled at once, naming the node taken (as `jobq cancel ID` does). When
+    the running step ends done, nothing is released, and the sweep finds nothing left."""
+    store = app.store
+
+    @app.task(retries=0)
+    def step(n: int) -> int:
+        return n
+
+    chained = jobq.chain(
+        step.s(n=1),
+        step.s(n=2, _queue="victimq"),
+        step.s(n=3, _queue="other"),
+        step.s(n=4, _queue="victimq"),
+        step.s(n=5, _queue="other"),
+    ).enqueue()
+    first, victim, after, last, tail = (task.id for task in chained.tasks)
+    rooted = jobq.chain(step.s(n=6, _queue="victimq"), step.s(n=7, _queue="other")).enqueue()
+    root, child = (task.id for task in rooted.tasks)
+    (running,) = store.capture(10, worker_id="w", queues="default")
+    assert running.id == first
+    victim_name = store.get(victim).name  # type: ignore[union-attr]
+    assert getattr(store, operation)("victimq", batch_size=batch_size) == 3
+
+    rows = by_id(store)
+    if operation == "purge":
+        assert not {victim, last, root} & set(rows)
+        named = {
+            parent: f"cancelled: task {parent}, which it waits for, no longer exists"
+            for parent in (victim, last, root)
+        }
+    else:
+        assert [rows[i]["status"] for i in (victim, last, root)] == ["cancelled"] * 3
+        named = {
+            parent: f"cancelled: task {parent} ({rows[parent]['name']}), which it waits for, "
+            "was cancelled"
+            for parent in (victim, root)
+        }
+        assert rows[victim]["name"] == victim_name
+    # One batch deletes ``last`` with the edge into it: ``tail`` then waits for it, gone.
+    tail_waits_for = last if operation == "purge" and batch_size > 1 else victim
+    for task_id, parent in ((after, victim), (tail, tail_waits_for), (child, root)):
+        row = rows[task_id]
+        assert (row["status"], row["error"]) == ("cancelled", named[parent]), row
+        assert row["finished_at"] is not None
+    ended = Completion(first, running.attempt, Status.DONE, result=1, in_workflow=True)
+    assert store.set_statuses([ended]) == 1
+    assert store.capture(10, worker_id="w") == []
+    assert {i: by_id(store)[i]["status"] for i in (after, tail, child)} == dict.fromkeys(
+        (after, tail, child), "cancelled"
+    )
+    assert store.sweep_workflows() == 0
+    assert getattr(store, operation)("victimq", batch_size=batch_size) == 0
 
 
 BAD: list[tuple[str, Callable[[jobq.Store], int]]] = [

@@ -15,6 +15,7 @@ from jobq.errors import InvalidOption, JobqError
 from jobq.lifecycle.bulk import prune_batch
 from jobq.queues.retention import FOREVER
 from jobq.schema import task_edges, tasks
+from jobq.tasks import Completion, Status
 from jobq.upkeep import Upkeep
 from jobq.upkeep.retention import ROUND_INTERVAL, Retention
 from tests import shared_database
@@ -93,6 +94,65 @@ def test_pruned_workflow_nodes_leave_no_edges(app: jobq.App) -> None:
     assert store.prune(7 * DAY) == 2
     with store.engine.connect() as conn:
         assert conn.execute(task_edges.select()).all() == []
+
+
+def test_a_finished_parent_stays_while_a_node_after_it_has_not_finished(app: jobq.App) -> None:
+    """A, B -> C, with A done 9 days ago and B running: no way of pruning (store.prune,
+    one queue's, prune_batch, the upkeep's Retention by queue or by default) deletes A
+    while C has not finished, so C's parent_results() are whole; plain old tasks older
+    than A are pruned past it. Once C has finished, A goes."""
+
+    @app.task(retries=1)
+    def step(n: int) -> int:
+        return n
+
+    store = app.store
+    wf = jobq.Workflow()
+    a = wf.add(step.s(n=10, _queue="q"))
+    b = wf.add(step.s(n=20, _queue="q"))
+    wf.add(step.s(n=0, _queue="q"), after=[a, b])
+    handle = wf.enqueue()
+    a_id, b_id, c_id = (task.id for task in handle.tasks)
+    captured = {t.id: t for t in store.capture(10, worker_id="w")}
+    assert set(captured) == {a_id, b_id}
+
+    def end(task_id: int, attempt: int, result: int) -> None:
+        done = Completion(task_id, attempt, Status.DONE, result=result, in_workflow=True)
+        assert store.set_statuses([done]) == 1
+
+    end(a_id, 1, 10)
+    set_columns(store, a_id, finished_at=datetime.now(UTC) - timedelta(days=9))
+    plain = {finished(store, "q", timedelta(days=d)) for d in (10, 11)}  # older than A
+
+    def prune_every_way() -> None:
+        assert store.prune(7 * DAY, batch_size=1) == 0
+        assert store.prune(7 * DAY, queue="q") == 0
+        assert prune_batch(store, 7 * DAY, tasks.c.queue_id == "q", 1) == (0, False)
+        retention = Retention(store, 7 * DAY, failed, Counter(), batch_size=1)
+        store.set_retention("q", 7 * DAY)
+        retention.step(0.0)  # q's own retention
+        store.clear_retention("q")
+        retention = Retention(store, 7 * DAY, failed, Counter(), batch_size=1)
+        retention.step(0.0)  # the workers' --retain
+        assert a_id in ids(store)
+
+    # The plain old tasks go, a batch each, past A.
+    assert store.prune(7 * DAY, batch_size=1) == 2
+    assert not plain & ids(store)
+    prune_every_way()  # B running, C blocked
+    end(b_id, 1, 20)
+    (c,) = store.capture(10, worker_id="w")
+    assert c.id == c_id
+    prune_every_way()  # C running
+    assert store.parent_results(c_id) == [10, 20]
+    failure = Completion(c_id, 1, Status.FAILED, error="x", retry_delay=0, in_workflow=True)
+    assert store.set_statuses([failure]) == 1
+    assert store.get(c_id).status is Status.FAILED  # type: ignore[union-attr]
+    prune_every_way()  # C waiting for its retry
+    (c,) = store.capture(10, worker_id="w")
+    end(c_id, c.attempt, 30)
+    assert store.prune(7 * DAY) == 1
+    assert ids(store) == {b_id, c_id}
 
 
 def test_queue_retention_is_set_cleared_and_checked(store: jobq.Store) -> None:
