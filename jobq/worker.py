@@ -192,6 +192,7 @@ class Worker:
         # SimpleQueue.put is safe in a signal handler: it wakes the loop wherever it waits.
         stop_signals.install(
             self.stop, lambda: self._finished.put(None), self._stopped, self.grace,
+            self._give_back,
             same_within=0.0 if self.supervisor_pid is None else SUPERVISED_SIGNALS_WITHIN,
         )  # fmt: skip
         self._sync_schedules()
@@ -216,10 +217,7 @@ class Worker:
             if self.pool is not None:
                 self.stats.update(self.pool.stats)  # children_died, children_recycled, ...
             self._close_limiter()
-            try:
-                self.store.unregister_worker(self.worker_id)
-            except JobqError as error:
-                log.warning("could not unregister worker %s: %s", self.worker_id, error)
+            self._unregister()
             log.info(
                 "worker %s stopped: %s", self.worker_id, stopped_summary(self.stats),
                 extra={"worker_id": self.worker_id, "counts": +self.stats},  # + drops zeros
@@ -231,6 +229,24 @@ class Worker:
             self.worker_id, host=socket.gethostname(), pid=os.getpid(), queues=self.queues,
             concurrency=self.concurrency, supervisor_pid=self.supervisor_pid,
         )  # fmt: skip
+
+    def _unregister(self) -> None:
+        try:
+            self.store.unregister_worker(self.worker_id)
+        except JobqError as error:
+            log.warning("could not unregister worker %s: %s", self.worker_id, error)
+
+    def _give_back(self) -> None:
+        """Exiting at once (a second signal): put the unfinished runs back in the queue as
+        the end of the grace does (fenced, no retry spent; a pool's children are killed
+        first), with the ends already known, then leave the registry and give the upkeep
+        lease up. Called from a thread while the loop, in the main thread, is held in the
+        signal handler (jobq.stop_signals.exit_at_once bounds it)."""
+        released = len(self._unsettled())
+        self._release_unfinished()
+        self._unregister()
+        self._upkeep.resign()
+        log.info("worker %s gave back %d run(s) before exiting at once", self.worker_id, released)
 
     def _close_limiter(self) -> None:
         self.limiter.close()
