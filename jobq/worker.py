@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING
 
 from jobq import executor, stop_signals
 from jobq.app import App
+from jobq.burst import BurstEnd
 from jobq.errors import DatabaseUnavailable, JobqError, first_line
 from jobq.executor import Outcome
 from jobq.lifecycle.run_control import RunControl
 from jobq.limits import Limiter
 from jobq.limits.sql import SQL_LIMITER
-from jobq.logs import in_and_at, stopped_summary
+from jobq.logs import stopped_summary
 from jobq.observe import tracing
 from jobq.observe.metrics import WorkerMetrics, outcome_label
 from jobq.outage import Outage
@@ -130,10 +131,6 @@ class Worker:
         #: In burst mode, the worker exits only once no task of its queues falls due
         #: within this many seconds (a retry due a moment later is run first).
         self.burst_wait = burst_wait
-        # time.monotonic() until which burst mode waits for a task that falls due then.
-        self._burst_next_due = 0.0
-        # time.monotonic() when the last capture began.
-        self._captured_at = 0.0
         # time.monotonic() of the last look that came back short while runs went on (see
         # _drained), or None.
         self._drained_at: float | None = None
@@ -148,6 +145,7 @@ class Worker:
         self.limiter: Limiter = limiter or SQL_LIMITER
         #: Whether the database is unreachable; logs an outage's start and end, once each.
         self.outage = Outage()
+        self._burst_end = BurstEnd(self.store, self.queues, burst_wait, self.outage.reached)
         #: Counts of what happened: done, failed, released, stale, lost, timed_out, ...
         self.stats: Counter[str] = Counter()
         #: Rescue, workflow sweeps and purges, every ``rescue_interval`` s, done by the one
@@ -194,6 +192,7 @@ class Worker:
         # SimpleQueue.put is safe in a signal handler: it wakes the loop wherever it waits.
         stop_signals.install(
             self.stop, lambda: self._finished.put(None), self._stopped, self.grace,
+            self._give_back,
             same_within=0.0 if self.supervisor_pid is None else SUPERVISED_SIGNALS_WITHIN,
         )  # fmt: skip
         self._sync_schedules()
@@ -218,10 +217,7 @@ class Worker:
             if self.pool is not None:
                 self.stats.update(self.pool.stats)  # children_died, children_recycled, ...
             self._close_limiter()
-            try:
-                self.store.unregister_worker(self.worker_id)
-            except JobqError as error:
-                log.warning("could not unregister worker %s: %s", self.worker_id, error)
+            self._unregister()
             log.info(
                 "worker %s stopped: %s", self.worker_id, stopped_summary(self.stats),
                 extra={"worker_id": self.worker_id, "counts": +self.stats},  # + drops zeros
@@ -233,6 +229,24 @@ class Worker:
             self.worker_id, host=socket.gethostname(), pid=os.getpid(), queues=self.queues,
             concurrency=self.concurrency, supervisor_pid=self.supervisor_pid,
         )  # fmt: skip
+
+    def _unregister(self) -> None:
+        try:
+            self.store.unregister_worker(self.worker_id)
+        except JobqError as error:
+            log.warning("could not unregister worker %s: %s", self.worker_id, error)
+
+    def _give_back(self) -> None:
+        """Exiting at once (a second signal): put the unfinished runs back in the queue as
+        the end of the grace does (fenced, no retry spent; a pool's children are killed
+        first), with the ends already known, then leave the registry and give the upkeep
+        lease up. Called from a thread while the loop, in the main thread, is held in the
+        signal handler (jobq.stop_signals.exit_at_once bounds it)."""
+        released = len(self._unsettled())
+        self._release_unfinished()
+        self._unregister()
+        self._upkeep.resign()
+        log.info("worker %s gave back %d run(s) before exiting at once", self.worker_id, released)
 
     def _close_limiter(self) -> None:
         self.limiter.close()
@@ -312,7 +326,6 @@ class Worker:
             # A capture in the statement that records failures cannot see them come back.
             recorded_failures = any(end.status is Status.FAILED for end in self._unrecorded)
             if free > 0 and worth_it:
-                self._captured_at = time.monotonic()
                 if now >= self._next_due:
                     self._next_due = math.inf  # this capture looks for what fell due
                 # An idle look may read the queues' limits less often: a plain capture
@@ -341,8 +354,11 @@ class Worker:
             # full, and the slot another worker frees must not wait for a slow look.
             looked = done and free > 0 and worth_it and not self._serves_limited
             self._idle_polls = self._idle_polls + 1 if looked else 0
-            if self.burst and done and not self._held_back() and self._burst_over():
-                return
+            if self.burst and done and not self._held_back():
+                if self._burst_over():
+                    return
+                if self._burst_end.confirming:
+                    continue  # nothing due within --burst-wait: one more capture confirms it
             if captured and len(captured) == free:
                 continue  # every slot filled; more may be waiting
             if self._capture_again:
@@ -391,31 +407,13 @@ class Worker:
 
     def _burst_over(self) -> bool:
         """With nothing due now in burst mode: whether to exit, because no task of our
-        queues falls due within ``burst_wait`` s (if one does, the loop waits for it).
-        Logs what is left and when the next falls due."""
-        now = time.monotonic()
-        if now < self._burst_next_due:
-            return False  # the task that falls due then is not due yet
+        queues falls due within ``burst_wait`` s (see jobq.burst.BurstEnd)."""
         try:
-            # Since the last capture began: a task that fell due after it read is due now,
-            # not later, yet no capture has seen it.
-            since = now - self._captured_at if self._captured_at else 0.0
-            left, next_in = self.store.due_later(self.queues, since=since)
+            over = self._burst_end.over()
         except JobqError as error:
             self._failed("looking for tasks due later", error)
             return False
-        self.outage.reached()
-        if next_in is not None and next_in <= self.burst_wait:
-            self._burst_next_due = now + next_in
-            return False
-        if next_in is None:
-            log.info("burst over: nothing left to run")
-        else:
-            log.info(
-                "burst over: nothing due within %g s; %d task(s) left, the next due %s",
-                self.burst_wait, left, in_and_at(next_in),
-            )  # fmt: skip
-        return True
+        return over
 
     def _capture(self, free: int) -> list[Task]:
         """Record the finished runs and capture up to ``free`` tasks, in one transaction
@@ -449,6 +447,7 @@ class Worker:
             time.sleep(self.poll_interval)
             return []
         self.outage.reached()
+        self._burst_end.wrote(len(batch), captured=len(captured))
         # Capture may share a statement (one snapshot) with the ends it records.
         self._capture_again = frees_lock_key and len(captured) < free
         self._recorded(batch, applied)
@@ -572,6 +571,7 @@ class Worker:
             )
             return
         self.outage.reached()
+        self._burst_end.wrote(len(batch))
         self._recorded(batch, applied)
 
     def _recorded(self, batch: list[Completion], applied: int) -> None:

@@ -195,7 +195,8 @@ def worker(
 
     SIGTERM or SIGINT (Ctrl-C) stops it gracefully: it captures no more tasks, lets the
     running ones finish for --grace seconds, puts the rest back in the queue and exits 0.
-    A second SIGTERM or SIGINT exits at once.
+    A second SIGTERM or SIGINT exits at once, the running tasks put back in the queue
+    first (within a second at most).
 
     With --processes N, a supervisor runs N such workers and stops them all the same way.
     """

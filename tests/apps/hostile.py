@@ -9,6 +9,7 @@ timeout, runs that never end, and CPU-bound runs that hold the GIL.
   tests limit to one run at once), ``sleepy``, ``stuck``, ``blocker`` and ``swallower``
   have a 1 s timeout and run longer, some only on their first attempt.
 - ``spin`` busy-loops in pure Python (no sleeps, no I/O) for ``seconds``.
+- ``long_first`` (retries=0) sleeps long on its first attempt only.
 
 Every run of the tasks that overrun records itself in RUNS: its task, attempt, lock key,
 pid, and when its code began and ended (time.time(); ``finished`` stays NULL while it
@@ -177,3 +178,15 @@ def spin(seconds: float) -> int:
         for _ in range(10_000):
             turns += 1
     return turns
+
+
+@app.task(retries=0)
+def long_first(seconds: float) -> int:
+    """Sleeps ``seconds`` on its first attempt only, recording its run (its pid: a pool
+    child's, with --pool processes); returns the attempt. No retry: only a release, which
+    spends none, lets it run again."""
+    run_id, attempt = _started()
+    if attempt == 1:
+        time.sleep(seconds)
+    _finished(run_id)
+    return attempt
