@@ -25,8 +25,8 @@ from jobq.errors import DatabaseUnavailable, SchemaNotMigrated
 from jobq.observe.counting import BackgroundCounts
 from jobq.store import Store
 from jobq.urls import safe_url
-from jobq.web import pages
-from jobq.web.actions import endpoint
+from jobq.web import pages, task_pages
+from jobq.web.actions import bulk, endpoint
 from jobq.web.auth import COOKIE, SESSION_SECONDS, SecurityHeaders, SignInRequired, session_secret
 from jobq.web.signin import login_page, login_submit, logout
 from jobq.web.views import HERE, render
@@ -40,7 +40,10 @@ def routes() -> list[BaseRoute]:
     return [
         Route("/", pages.overview, name="overview"),
         Route("/tasks", pages.task_list, name="tasks"),
-        Route("/tasks/{task_id:int}", pages.task_detail, name="task"),
+        Route("/tasks/bulk", bulk, methods=post),
+        Route("/tasks/{task_id:int}", task_pages.task_detail, name="task"),
+        Route("/tasks/{task_id:int}/values/{name}", task_pages.task_value),
+        Route("/workflows/{workflow_id:int}", task_pages.workflow_page, name="workflow"),
         Route("/tasks/{task_id:int}/retry", endpoint("retry"), methods=post),
         Route("/tasks/{task_id:int}/cancel", endpoint("cancel"), methods=post),
         Route("/queues", pages.queues, name="queues"),
