@@ -116,9 +116,7 @@ def render(
         "base": base,
         "layout": "fragment.html" if fragment else "base.html",
         "read_only": state.read_only,
-        "signed_in": bool(request.session.get("signed_in"))
-        if "session" in request.scope
-        else False,
+        "signed_in": signed_in(request),
         "auth_enabled": state.token is not None,
         "csrf": csrf_token(request) if "session" in request.scope else "",
         "flash": None if fragment else _pop_flash(request),
@@ -134,6 +132,13 @@ def render(
     # A stored text may hold lone surrogates (undecodable bytes): shown escaped, not a 500.
     body = html.encode("utf-8", "backslashreplace")
     return HTMLResponse(body, status_code=status_code)
+
+
+def signed_in(request: Request) -> bool:
+    """Whether the request's session is signed in (and not signed out since)."""
+    if "session" not in request.scope:
+        return False
+    return bool(request.app.state.sessions.alive(request.session.get("sid")))
 
 
 def _pop_flash(request: Request) -> tuple[str, str] | None:
