@@ -234,7 +234,8 @@ def _bulk(store: Store, action: str, ids: list[int]) -> Outcome:
         (done if acted else not_done).append(task_id)
     parts = [f"{len(done):,} task{'' if len(done) == 1 else 's'} {BULK[action]}"]
     if not_done:
-        why = "not failed or cancelled" if action == "retry" else "ended already"
+        # Store.retry says False for a task that is gone too; Store.cancel raises for one.
+        why = "not failed or cancelled, or gone" if action == "retry" else "ended already"
         parts.append(f"{len(not_done):,} not ({why}): {_ids(not_done)}")
     if gone:
         parts.append(f"{len(gone):,} gone: {_ids(gone)}")

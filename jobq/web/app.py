@@ -75,6 +75,7 @@ def create_app(
     interval: float = 5.0,
     finished_interval: float = 60.0,
     trusted_proxies: Sequence[str] = (),
+    throttle: Throttle | None = None,
 ) -> Starlette:
     """The dashboard of the jobq database ``store_or_url``, as an ASGI app to serve or to
     mount in a Starlette or FastAPI application.
@@ -85,6 +86,7 @@ def create_app(
     ``allowed_hosts`` (None: any) are the Host headers answered. ``trusted_proxies``
     (addresses or networks) are the peers whose X-Forwarded-For and X-Forwarded-Proto
     say who the client is and whether it used HTTPS; nobody else's are believed.
+    ``throttle`` says how long a client waits after wrong tokens (default: Throttle()).
     Active counts are refreshed every ``interval`` seconds, finished ones every
     ``finished_interval`` (see jobq.observe.counting). A URL given makes a Store the app disposes of
     when its lifespan ends; a Store given stays the caller's.
@@ -95,7 +97,7 @@ def create_app(
     token = token or None
     trusted = proxy_networks(trusted_proxies)  # a bad entry: ValueError naming it
     sessions = Sessions()
-    throttle = Throttle()
+    throttle = throttle or Throttle()
     counts = BackgroundCounts(
         store, interval=interval, finished_interval=finished_interval, log=log
     )

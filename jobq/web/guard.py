@@ -6,8 +6,8 @@ that keep getting the token wrong.
   one not itself a trusted proxy), and X-Forwarded-Proto says whether the browser used
   HTTPS. Another peer's X-Forwarded-* headers are ignored: anyone can send them.
 - A client's first FREE_FAILURES wrong tokens (sign-in form or Bearer header) cost it
-  nothing; from then on each one shuts it out for twice as long as the one before (1 s,
-  2 s, 4 s ... up to LONGEST_WAIT), during which its attempts, right or wrong, get 429
+  nothing; each one after shuts it out for twice as long as the one before (1 s, 2 s,
+  4 s ... up to LONGEST_WAIT), during which its attempts, right or wrong, get 429
   with Retry-After and are not checked. A client forgets its failures FORGET_SECONDS
   after its last one. Each failure is logged with the client and the count, never the
   token sent.
@@ -96,9 +96,24 @@ class _Record:
 
 
 class Throttle:
-    """Wrong tokens counted per client, and how long each must wait (module docstring)."""
+    """Wrong tokens counted per client, and how long each must wait (module docstring):
+    after ``free`` wrong tokens, ``first_wait`` seconds, doubled at each one more."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        free: int = FREE_FAILURES,
+        first_wait: float = 1.0,
+        longest_wait: float = LONGEST_WAIT,
+    ) -> None:
+        if free < 0 or not 0 < first_wait <= longest_wait:
+            raise ValueError(
+                f"a Throttle needs free >= 0 and 0 < first_wait <= longest_wait, not {free}, "
+                f"{first_wait}, {longest_wait}"
+            )
+        self.free = free
+        self.first_wait = first_wait
+        self.longest_wait = longest_wait
         self._clients: dict[str, _Record] = {}
         self._lock = threading.Lock()
 
@@ -123,8 +138,8 @@ class Throttle:
                 record = _Record(0, now, now)
             record.failures += 1
             record.last = now
-            over = record.failures - FREE_FAILURES
-            wait = 0.0 if over < 0 else min(2.0**over, LONGEST_WAIT)
+            over = record.failures - self.free
+            wait = 0.0 if over <= 0 else min(self.first_wait * 2.0 ** (over - 1), self.longest_wait)
             record.shut_until = now + wait
             while len(self._clients) >= MOST_CLIENTS:
                 del self._clients[next(iter(self._clients))]
