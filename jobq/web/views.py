@@ -41,7 +41,7 @@ def relative(moment: datetime | None, now: datetime | None) -> str:
         return "-"
     if now is None:
         return absolute(moment)
-    seconds = (_aware(moment) - now).total_seconds()
+    seconds = (_aware(moment) - _aware(now)).total_seconds()
     if abs(seconds) < 1:
         return "now"
     text = format_duration(abs(seconds))

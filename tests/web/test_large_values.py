@@ -126,3 +126,13 @@ def test_the_database_cuts_and_measures_text(store: jobq.Store, text: str) -> No
     assert (head, tail, size) == (text[:7], text[-7:], len(text.encode()))
     assert json.loads(args_text) == {"v": text}
     assert args_size == len(args_text.encode())
+
+
+def test_a_one_line_error_is_cut_in_the_why_too(store: jobq.Store) -> None:
+    """`why` quotes an error's last line: a line of megabytes is cut there as well."""
+    task_id = ended_in_failure(store, {"n": 1}, "boom")
+    set_columns(store, task_id, error="E" * LARGE)  # as a writer other than jobq might
+    page = next(client_of(store)).get(f"/tasks/{task_id}")
+    assert page.status_code == 200
+    assert len(page.content) < MOST_BYTES, len(page.content)
+    assert 'id="error-cut"' in page.text
