@@ -86,15 +86,14 @@ def last_line(text: str | None) -> str:
 
 
 def size_text(size: int) -> str:
-    """A size in bytes as people read it: '812 bytes', '48.2 KB', '50.0 MB'."""
+    """A size in bytes as people read it: '812 bytes', '48.2 KB', '50.0 MB', '1.2 GB'."""
     if size < 1000:
         return f"{size:,} bytes"
-    for unit in ("KB", "MB", "GB"):
-        size_in = size / 1000
-        if size_in < 1000 or unit == "GB":
-            return f"{size_in:,.1f} {unit}"
-        size = int(size_in)
-    raise AssertionError("unreachable")
+    if size < 1000**2:
+        return f"{size / 1000:,.1f} KB"
+    if size < 1000**3:
+        return f"{size / 1000**2:,.1f} MB"
+    return f"{size / 1000**3:,.1f} GB"
 
 
 def whole_value(store: Any, task_id: int, name: str) -> tuple[bool, bytes | None]:
