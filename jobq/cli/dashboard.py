@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 
 import click
 
@@ -40,7 +41,18 @@ def is_loopback(host: str) -> bool:
 @click.option(
     "--token", envvar="JOBQ_DASHBOARD_TOKEN", default=None, metavar="TOKEN",
     help="Ask every request for TOKEN: browsers through a sign-in form, scripts as "
-    "'Authorization: Bearer TOKEN' (env: JOBQ_DASHBOARD_TOKEN).",
+    "'Authorization: Bearer TOKEN'. Prefer --token-file or the environment variable "
+    "JOBQ_DASHBOARD_TOKEN: a --token on the command line is visible to anyone running ps.",
+)  # fmt: skip
+@click.option(
+    "--token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    help="Read the token from this file (its first line), instead of --token.",
+)  # fmt: skip
+@click.option(
+    "--trusted-proxy", "trusted_proxies", multiple=True, metavar="ADDRESS",
+    help="A reverse proxy (address or network, repeatable) whose X-Forwarded-For and "
+    "X-Forwarded-Proto are believed: who the client is (wrong tokens are counted per "
+    "client) and whether it used HTTPS (the session cookie is then Secure).",
 )  # fmt: skip
 @click.option(
     "--check", is_flag=True,
@@ -48,19 +60,40 @@ def is_loopback(host: str) -> bool:
 )  # fmt: skip
 @database_url_option
 def dashboard(
-    host: str, port: int, read_only: bool, token: str | None, check: bool, database_url: str
+    host: str,
+    port: int,
+    read_only: bool,
+    token: str | None,
+    token_file: Path | None,
+    trusted_proxies: tuple[str, ...],
+    check: bool,
+    database_url: str,
 ) -> None:
     """Serve the web dashboard: queues, tasks, cron schedules, locks and workers, with
     retry, cancel, pause and the other operators' actions (needs the 'web' extra).
 
-    Without --token it serves a loopback address only (127.0.0.1 by default), and
-    anyone who can reach it may use it. Pages refresh themselves every few seconds.
+    Without a token (--token-file, JOBQ_DASHBOARD_TOKEN or --token) it serves a loopback
+    address only (127.0.0.1 by default), and anyone who can reach it may use it. Pages
+    refresh themselves every few seconds.
     SIGTERM or SIGINT (Ctrl-C) stops it.
     """
+    if token_file is not None:
+        if token:
+            raise click.UsageError("give the token once: --token-file, or --token (or its env var)")
+        token = read_token_file(token_file)
     token = token or None
+    for proxy in trusted_proxies:
+        try:
+            ipaddress.ip_network(proxy.strip(), strict=False)
+        except ValueError:
+            raise click.BadParameter(
+                f"{proxy!r} is not an IP address or network (such as 10.0.0.0/8)",
+                param_hint="--trusted-proxy",
+            ) from None
     if token is None and not is_loopback(host):
         raise click.UsageError(
-            f"--host {host} is not a loopback address: set --token (or JOBQ_DASHBOARD_TOKEN) "
+            f"--host {host} is not a loopback address: set --token-file (or "
+            "JOBQ_DASHBOARD_TOKEN, or --token) "
             "so that not everyone who reaches it can use the dashboard"
         )
     with store_for(database_url, read_only=True, serves=True) as store:
@@ -81,6 +114,27 @@ def dashboard(
             read_only=read_only,
             token=token,
             allowed_hosts=LOOPBACK_NAMES if token is None else None,
+            trusted_proxies=trusted_proxies,
         )
         click.echo(f"jobq dashboard at http://{shown}:{port}/ (Ctrl-C stops it)", err=True)
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        # The app reads X-Forwarded-* itself, from --trusted-proxy peers only.
+        uvicorn.run(app, host=host, port=port, log_level="warning", proxy_headers=False)
+
+
+def read_token_file(path: Path) -> str:
+    """The token in ``path``: its first line, without surrounding blanks; a clear error
+    for a file that cannot be read or holds none."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) else "it is not UTF-8 text"
+        raise click.BadParameter(
+            f"cannot read {path}: {reason}", param_hint="--token-file"
+        ) from None
+    lines = text.splitlines()
+    token = lines[0].strip() if lines else ""
+    if not token:
+        raise click.BadParameter(
+            f"{path} holds no token (its first line is blank)", param_hint="--token-file"
+        )
+    return token

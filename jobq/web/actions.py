@@ -213,3 +213,88 @@ def endpoint(name: str) -> Callable[[Request], Any]:
     handle.__name__ = f"action_{name}"
     handle.__doc__ = f"POST: the {name.replace('_', ' ')} action."
     return handle
+
+
+#: Tasks one bulk action takes at most: a page of the list holds 50.
+BULK_LIMIT = 500
+#: The bulk actions, by the form's ``do``: what each does to one task.
+BULK = {"retry": "retried", "cancel": "cancelled"}
+
+
+def _bulk(store: Store, action: str, ids: list[int]) -> Outcome:
+    """``action`` (retry or cancel, as the task page's buttons do) on each of ``ids``,
+    each in its own transaction; a flash message counting what was done and what not."""
+    done, not_done, gone = [], [], []
+    for task_id in ids:
+        try:
+            acted = store.retry(task_id) if action == "retry" else store.cancel(task_id)
+        except TaskNotFound:
+            gone.append(task_id)
+            continue
+        (done if acted else not_done).append(task_id)
+    parts = [f"{len(done):,} task{'' if len(done) == 1 else 's'} {BULK[action]}"]
+    if not_done:
+        # Store.retry says False for a task that is gone too; Store.cancel raises for one.
+        why = "not failed or cancelled, or gone" if action == "retry" else "ended already"
+        parts.append(f"{len(not_done):,} not ({why}): {_ids(not_done)}")
+    if gone:
+        parts.append(f"{len(gone):,} gone: {_ids(gone)}")
+    return ("ok" if not not_done and not gone else "error"), "; ".join(parts) + "."
+
+
+def _ids(ids: list[int]) -> str:
+    shown = ", ".join(str(task_id) for task_id in ids[:10])
+    return shown + (f" and {len(ids) - 10:,} more" if len(ids) > 10 else "")
+
+
+async def bulk(request: Request) -> Response:
+    """POST /tasks/bulk: retry or cancel (``do``) the tasks whose ids the form's ``id``
+    fields name (the task list's check boxes); a cancel asks to confirm first."""
+    if request.app.state.read_only:
+        return forbidden("the dashboard is read-only")
+    form = await request.form()
+    if not csrf_ok(request, form):
+        return forbidden("missing or wrong CSRF token; reload the page and try again")
+    action = str(form.get("do") or "")
+    if action not in BULK:
+        return PlainTextResponse(
+            f"400 Bad Request: do must be one of {', '.join(BULK)}, not {action!r}\n",
+            status_code=400,
+        )
+    texts = [str(value).strip() for value in form.getlist("id")]
+    wrong = [text for text in texts if not text.isascii() or not text.isdigit()
+             or not 0 < int(text) < 2**63]  # fmt: skip
+    if wrong:
+        return PlainTextResponse(
+            f"400 Bad Request: {wrong[0][:40]!r} is not a task id\n", status_code=400
+        )
+    ids = list(dict.fromkeys(int(text) for text in texts))
+    if len(ids) > BULK_LIMIT:
+        return PlainTextResponse(
+            f"400 Bad Request: at most {BULK_LIMIT} tasks at once, not {len(ids):,}\n",
+            status_code=400,
+        )
+    target = safe_next(str(form.get("next") or "")) if form.get("next") else "/tasks"
+    base = request.scope.get("root_path", "")
+    if not ids:
+        flash(request, "No task was selected.", "error")
+        return RedirectResponse(base + target, status_code=303)
+    if action == "cancel" and form.get("confirm") != "yes":
+        question = f"Cancel {len(ids):,} task{'' if len(ids) == 1 else 's'}: {_ids(ids)}?"
+        if request.scope.get(BEARER):
+            return PlainTextResponse(
+                f"400 Bad Request: {question} Send confirm=yes.\n", status_code=400
+            )
+        context = {
+            "page": "",
+            "question": question + " Running ones are asked to stop.",
+            "action": request.url.path,
+            "values": {"do": action},
+            "many": {"id": ids},
+            "next": target,
+            "button": "Cancel the tasks",
+        }
+        return render(request, "confirm.html", context)
+    kind, text = await run_in_threadpool(_bulk, request.app.state.store, action, ids)
+    flash(request, text, kind)
+    return RedirectResponse(base + target, status_code=303)

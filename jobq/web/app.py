@@ -27,9 +27,11 @@ from jobq.observe.counting import BackgroundCounts
 from jobq.patience import Deadline, patiently
 from jobq.store import Store
 from jobq.urls import safe_url
-from jobq.web import pages
-from jobq.web.actions import endpoint
-from jobq.web.auth import COOKIE, SESSION_SECONDS, SecurityHeaders, SignInRequired, session_secret
+from jobq.web import pages, task_pages
+from jobq.web.actions import bulk, endpoint
+from jobq.web.auth import COOKIE, SecurityHeaders, SignInRequired, session_secret
+from jobq.web.guard import Throttle, proxy_networks
+from jobq.web.sessions import SESSION_SECONDS, Sessions
 from jobq.web.signin import login_page, login_submit, logout
 from jobq.web.views import HERE, render
 
@@ -46,7 +48,10 @@ def routes() -> list[BaseRoute]:
     return [
         Route("/", pages.overview, name="overview"),
         Route("/tasks", pages.task_list, name="tasks"),
-        Route("/tasks/{task_id:int}", pages.task_detail, name="task"),
+        Route("/tasks/bulk", bulk, methods=post),
+        Route("/tasks/{task_id:int}", task_pages.task_detail, name="task"),
+        Route("/tasks/{task_id:int}/values/{name}", task_pages.task_value),
+        Route("/workflows/{workflow_id:int}", task_pages.workflow_page, name="workflow"),
         Route("/tasks/{task_id:int}/retry", endpoint("retry"), methods=post),
         Route("/tasks/{task_id:int}/cancel", endpoint("cancel"), methods=post),
         Route("/queues", pages.queues, name="queues"),
@@ -75,13 +80,19 @@ def create_app(
     allowed_hosts: Sequence[str] | None = None,
     interval: float = 5.0,
     finished_interval: float = 60.0,
+    trusted_proxies: Sequence[str] = (),
+    throttle: Throttle | None = None,
 ) -> Starlette:
     """The dashboard of the jobq database ``store_or_url``, as an ASGI app to serve or to
     mount in a Starlette or FastAPI application.
 
     ``read_only`` hides every button and refuses every action (403). ``token`` (None or
     empty: no sign-in at all) is asked of every request, as a Bearer header or through
-    the sign-in form. ``allowed_hosts`` (None: any) are the Host headers answered.
+    the sign-in form; a client that keeps sending a wrong one is made to wait (429).
+    ``allowed_hosts`` (None: any) are the Host headers answered. ``trusted_proxies``
+    (addresses or networks) are the peers whose X-Forwarded-For and X-Forwarded-Proto
+    say who the client is and whether it used HTTPS; nobody else's are believed.
+    ``throttle`` says how long a client waits after wrong tokens (default: Throttle()).
     Active counts are refreshed every ``interval`` seconds, finished ones every
     ``finished_interval`` (see jobq.observe.counting). A URL given makes a Store the app disposes of
     when its lifespan ends; a Store given stays the caller's.
@@ -90,6 +101,9 @@ def create_app(
     store = Store(store_or_url) if owned else store_or_url
     assert isinstance(store, Store)
     token = token or None
+    trusted = proxy_networks(trusted_proxies)  # a bad entry: ValueError naming it
+    sessions = Sessions()
+    throttle = throttle or Throttle()
     counts = BackgroundCounts(
         store, interval=interval, finished_interval=finished_interval, log=log
     )
@@ -102,7 +116,7 @@ def create_app(
             store.dispose()
 
     # The first is the outermost: headers are added to every answer, even a refusal.
-    middleware = [Middleware(SecurityHeaders)]
+    middleware = [Middleware(SecurityHeaders, trusted=trusted)]
     if allowed_hosts is not None:
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)))
     middleware += [
@@ -113,7 +127,7 @@ def create_app(
             max_age=SESSION_SECONDS,
             same_site="lax",
         ),
-        Middleware(SignInRequired, token=token),
+        Middleware(SignInRequired, token=token, sessions=sessions, throttle=throttle),
         Middleware(PatientPages),
     ]
     app = Starlette(
@@ -129,6 +143,8 @@ def create_app(
     app.state.counts = counts
     app.state.read_only = read_only
     app.state.token = token
+    app.state.sessions = sessions
+    app.state.throttle = throttle
     app.state.database_label = safe_url(store.engine.url)
     return app
 

@@ -11,14 +11,23 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from jobq.errors import TaskNotFound
 from jobq.limits import Limit
 from jobq.live_workers import LiveWorker
-from jobq.locks import list_locks
+from jobq.locks import Lease, list_locks
 from jobq.observe.counting import ACTIVE_PART, FINISHED_PART
 from jobq.tasks import Status
+from jobq.upkeep import UPKEEP_LOCK
 from jobq.web.chart import Chart, chart
-from jobq.web.queries import MINUTES, busy_slots, parse_filters, task_page, throughput
+from jobq.web.queries import (
+    MINUTES,
+    busy_slots,
+    database_now,
+    parse_filters,
+    task_page,
+    throughput,
+    upkeep_lease,
+)
+from jobq.web.task_rows import running_tasks
 from jobq.web.views import render
 
 if TYPE_CHECKING:
@@ -116,6 +125,7 @@ def _overview(store: Store, counts: BackgroundCounts) -> dict[str, Any]:
         "busy": busy,
         "slots": sum(w.concurrency for w in workers if w.alive),
         "busy_total": sum(busy.get(w.worker_id, 0) for w in workers if w.alive),
+        "now": rate.now,
         **ages,
     }
 
@@ -154,6 +164,8 @@ async def task_list(request: Request) -> Response:
         "result": found,
         "problems": problems,
         "statuses": [s.value for s in Status],
+        "now": found.now,
+        "bulk_actions": not request.app.state.read_only,
     }
     return render(request, "tasks.html", context)
 
@@ -164,49 +176,6 @@ def task_id_in(text: str) -> int | None:
         return None
     value = int(text)
     return value if 0 < value < 2**63 else None
-
-
-def _task(store: Store, task_id: int) -> dict[str, Any] | None:
-    task = store.get(task_id)
-    if task is None:
-        return None
-    try:
-        explanation = store.explain(task_id)
-    except TaskNotFound:  # deleted (pruned) between the two reads
-        return None
-    return {"task": task, "why": explanation}
-
-
-async def task_detail(request: Request) -> Response:
-    """/tasks/<id>: everything stored about one task, and why it is or is not running."""
-    task_id: int = request.path_params["task_id"]
-    data = None
-    if 0 < task_id < 2**63:
-        data = await run_in_threadpool(_task, _store(request), task_id)
-    if data is None:
-        return render(
-            request, "missing.html", {"page": "tasks", "what": f"task {task_id}"}, status_code=404
-        )
-    cancellable = _cancellable(data["task"])
-    retryable = (
-        data["task"].status in (Status.FAILED, Status.CANCELLED) and not data["task"].recurring
-    )
-    return render(
-        request,
-        "task.html",
-        {"page": "tasks", **data, "cancellable": cancellable, "retryable": retryable},
-    )
-
-
-def _cancellable(task: Any) -> bool:
-    """Whether Store.cancel would act on ``task`` (a request, for a running one)."""
-    if task.recurring:
-        return False
-    if task.status is Status.FAILED:
-        return task.retries_left > 0
-    if task.status is Status.IN_PROGRESS:
-        return task.cancel_requested_at is None
-    return task.status in (Status.QUEUED, Status.BLOCKED)
 
 
 def _queues(store: Store, counts: BackgroundCounts) -> dict[str, Any]:
@@ -220,24 +189,37 @@ async def queues(request: Request) -> Response:
     return render(request, "queues.html", {"page": "queues", **data})
 
 
+def _cron(store: Store) -> dict[str, Any]:
+    return {"schedules": store.schedules(), "now": database_now(store)}
+
+
 async def cron(request: Request) -> Response:
     """/cron: every schedule, its next and last run and last status; enable, disable, run."""
-    schedules = await run_in_threadpool(_store(request).schedules)
-    return render(request, "cron.html", {"page": "cron", "schedules": schedules})
+    data = await run_in_threadpool(_cron, _store(request))
+    return render(request, "cron.html", {"page": "cron", **data})
+
+
+def _locks(store: Store) -> dict[str, Any]:
+    """The locks users hold, apart from the upkeep lease (jobq's own: see jobq.upkeep),
+    shown by itself with its holder, the worker id, once."""
+    found = list_locks(store)
+    users = [lock for lock in found if not (lock.kind == Lease.kind and lock.name == UPKEEP_LOCK)]
+    return {"locks": users, "upkeep": upkeep_lease(store), "now": database_now(store)}
 
 
 async def locks(request: Request) -> Response:
-    """/locks: held mutexes, timeout locks, leases and running tasks' lock keys; release."""
-    found = await run_in_threadpool(list_locks, _store(request))
-    return render(request, "locks.html", {"page": "locks", "locks": found})
+    """/locks: held mutexes, timeout locks, leases and running tasks' lock keys; release.
+    The upkeep lease is shown apart, without a button: it is no user's lock."""
+    data = await run_in_threadpool(_locks, _store(request))
+    return render(request, "locks.html", {"page": "locks", **data})
 
 
 def _workers(store: Store) -> dict[str, Any]:
     registered = store.live_workers()
-    running = store.running_tasks()
+    running, now = running_tasks(store)
     known = {worker.worker_id for worker in registered}
     unregistered = sorted(worker_id for worker_id in running if worker_id not in known)
-    return {"workers": registered, "unregistered": unregistered, "running": running}
+    return {"workers": registered, "unregistered": unregistered, "running": running, "now": now}
 
 
 async def workers(request: Request) -> Response:

@@ -20,8 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from jobq.schema import status_is, tasks
+from jobq.locks import Lease
+from jobq.schema import locks, status_is, tasks
 from jobq.tasks import Status, as_utc
+from jobq.upkeep import UPKEEP_LOCK
+from jobq.web.values import CELL_CHARS, clipped
 
 if TYPE_CHECKING:
     from jobq.store import Store
@@ -37,7 +40,7 @@ MINUTES = 60
 #: The longest filter value accepted: the columns hold 255 characters.
 LONGEST = 255
 
-#: The columns the list shows: never args, result or error, which may be large.
+#: The columns the list shows whole: never args, result or error, which may be large.
 LIST_COLUMNS = (
     c.id, c.queue_id, c.name, c.status, c.priority, c.attempt, c.retries_left, c.run_at,
     c.created_at, c.started_at, c.finished_at, c.locked_by, c.recurring,
@@ -99,19 +102,25 @@ class TaskPage:
     older: int | None
     searched: int | None
     before: int | None
+    #: The database's time when the page was read (None: no task at all).
+    now: datetime | None = None
 
 
 def task_page(store: Store, filters: Filters, before: int | None, limit: int = PAGE) -> TaskPage:
     """The newest ``limit`` tasks matching ``filters`` whose id is below ``before``."""
     # Each a single index probe: MIN and MAX of the primary key, one per subquery.
     bounds = sa.select(sa.select(sa.func.min(c.id)).scalar_subquery(),
-                       sa.select(sa.func.max(c.id)).scalar_subquery())  # fmt: skip
+                       sa.select(sa.func.max(c.id)).scalar_subquery(),
+                       store.dialect.now())  # fmt: skip
+    # The end of each error (a traceback's last line is the exception), cut by the database.
+    error = clipped(store.dialect, c.error, CELL_CHARS, "error", end=True)
     with store.db.unit(read_only=True) as conn:
-        lowest, highest = conn.execute(bounds).one()
+        lowest, highest, now = conn.execute(bounds).one()
+        now = as_utc(now)
         if highest is None:
-            return TaskPage([], None, None, before)
+            return TaskPage([], None, None, before, now)
         upper = highest + 1 if before is None else min(before, highest + 1)
-        stmt = sa.select(*LIST_COLUMNS).where(c.id < upper, *filters.terms())
+        stmt = sa.select(*LIST_COLUMNS, *error).where(c.id < upper, *filters.terms())
         floor = None
         if filters.any:
             floor = upper - WINDOW
@@ -119,10 +128,10 @@ def task_page(store: Store, filters: Filters, before: int | None, limit: int = P
         stmt = stmt.order_by(c.id.desc()).limit(limit + 1)
         rows = conn.execute(stmt).all()
     if len(rows) > limit:
-        return TaskPage(rows[:limit], rows[limit - 1].id, None, before)
+        return TaskPage(rows[:limit], rows[limit - 1].id, None, before, now)
     if floor is not None and floor > lowest:
-        return TaskPage(rows, floor, floor, before)
-    return TaskPage(rows, None, None, before)
+        return TaskPage(rows, floor, floor, before, now)
+    return TaskPage(rows, None, None, before, now)
 
 
 @dataclass(frozen=True)
@@ -212,3 +221,28 @@ def database_now(store: Store) -> datetime:
         now = as_utc(conn.execute(sa.select(store.dialect.now())).scalar_one())
     assert now is not None
     return now
+
+
+@dataclass(frozen=True)
+class UpkeepLease:
+    """The ``jobq upkeep`` lease: the worker doing the upkeep (its id, which names its
+    host already), since when, and until when unrenewed; ``held`` while unexpired."""
+
+    worker_id: str | None
+    since: datetime | None
+    expires: datetime | None
+    held: bool
+
+
+def upkeep_lease(store: Store) -> UpkeepLease | None:
+    """The upkeep lease's row (jobq.upkeep), or None when no worker took it yet."""
+    held = locks.c.expires_at >= store.dialect.now()
+    stmt = sa.select(
+        locks.c.owner, locks.c.acquired_at, locks.c.expires_at, sa.case((held, 1), else_=0)
+    ).where(locks.c.name == UPKEEP_LOCK, locks.c.kind == Lease.kind)
+    with store.db.unit(read_only=True) as conn:
+        row = conn.execute(stmt).first()
+    if row is None:
+        return None
+    owner, since, expires, unexpired = row
+    return UpkeepLease(owner, as_utc(since), as_utc(expires), bool(unexpired))

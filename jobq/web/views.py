@@ -15,6 +15,7 @@ from starlette.responses import HTMLResponse
 from jobq.durations import format_duration
 from jobq.tasks import Undecodable
 from jobq.web.auth import BEARER, csrf_token
+from jobq.web.values import last_line, size_text
 
 HERE = Path(__file__).parent
 #: The header the refreshing script sends: answer with the main content only.
@@ -32,12 +33,15 @@ NAV = [
 ]
 
 
-def relative(moment: datetime | None, now: datetime | None = None) -> str:
-    """``moment`` as people say it relative to ``now``: '3m 5s ago', 'in 40s', '-'."""
+def relative(moment: datetime | None, now: datetime | None) -> str:
+    """``moment`` as people say it relative to ``now``, the database's time read with the
+    rows: '3m 5s ago', 'in 40s', '-'. Without ``now`` (a page that read no clock), the
+    absolute time: this machine's clock may be hours off the database's."""
     if moment is None:
         return "-"
-    now = now or datetime.now(UTC)
-    seconds = (_aware(moment) - now).total_seconds()
+    if now is None:
+        return absolute(moment)
+    seconds = (_aware(moment) - _aware(now)).total_seconds()
     if abs(seconds) < 1:
         return "now"
     text = format_duration(abs(seconds))
@@ -79,7 +83,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters.update(
         relative=relative, absolute=absolute, as_json=as_json, number=number,
-        duration=format_duration,
+        duration=format_duration, size=size_text, last_line=last_line,
     )  # fmt: skip
     return env
 
@@ -112,14 +116,14 @@ def render(
         "base": base,
         "layout": "fragment.html" if fragment else "base.html",
         "read_only": state.read_only,
-        "signed_in": bool(request.session.get("signed_in"))
-        if "session" in request.scope
-        else False,
+        "signed_in": signed_in(request),
         "auth_enabled": state.token is not None,
         "csrf": csrf_token(request) if "session" in request.scope else "",
         "flash": None if fragment else _pop_flash(request),
         "nav": NAV,
-        "now": datetime.now(UTC),
+        # Ages are measured on the database's clock: each page passes the time it read
+        # with its rows (never this machine's, which may be hours off).
+        "now": None,
         "refresh": REFRESH_SECONDS,
         "database": state.database_label,
     }
@@ -128,6 +132,13 @@ def render(
     # A stored text may hold lone surrogates (undecodable bytes): shown escaped, not a 500.
     body = html.encode("utf-8", "backslashreplace")
     return HTMLResponse(body, status_code=status_code)
+
+
+def signed_in(request: Request) -> bool:
+    """Whether the request's session is signed in (and not signed out since)."""
+    if "session" not in request.scope:
+        return False
+    return bool(request.app.state.sessions.alive(request.session.get("sid")))
 
 
 def _pop_flash(request: Request) -> tuple[str, str] | None:

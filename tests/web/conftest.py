@@ -10,6 +10,7 @@ import re
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -85,6 +86,17 @@ def client_of(store: jobq.Store, **options: object) -> Iterator[TestClient]:
     with TestClient(app, headers={"accept": "text/html"}) as client:
         yield client
     app.state.counts.stop()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """A migrated SQLite file holding one task, for `jobq dashboard` processes."""
+    url = f"sqlite:///{tmp_path / 'jobq.db'}"
+    store = jobq.Store(url)
+    store.migrate()
+    store.enqueue("hello.task", {"who": "world"}, queue="greetings")
+    store.dispose()
+    return url
 
 
 @pytest.fixture

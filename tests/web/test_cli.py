@@ -17,21 +17,10 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-import jobq
 from jobq.cli.dashboard import dashboard, is_loopback
 from tests.acceptance import test_cli_secrets as secrets
 
 TOKEN = "cli-token-123"
-
-
-@pytest.fixture
-def sqlite_url(tmp_path: Path) -> str:
-    url = f"sqlite:///{tmp_path / 'jobq.db'}"
-    store = jobq.Store(url)
-    store.migrate()
-    store.enqueue("hello.task", {"who": "world"}, queue="greetings")
-    store.dispose()
-    return url
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.10", "::", "example.com"])

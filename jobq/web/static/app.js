@@ -26,6 +26,10 @@
     if (active && main.contains(active) && /^(INPUT|SELECT|TEXTAREA)$/.test(active.tagName)) {
       return true;
     }
+    /* Tasks ticked for a bulk action: a refresh would untick them. */
+    if (main.querySelector("input[type=checkbox]:checked")) {
+      return true;
+    }
     var selection = window.getSelection ? String(window.getSelection()) : "";
     return selection.length > 0;
   }
@@ -84,7 +88,10 @@
      on a page of its own.) */
   document.addEventListener("submit", function (event) {
     var form = event.target;
-    var question = form.getAttribute && form.getAttribute("data-confirm");
+    /* A form of several buttons (the task list's bulk actions) asks on the one pressed. */
+    var button = event.submitter;
+    var question = (button && button.getAttribute("data-confirm")) ||
+      (form.getAttribute && form.getAttribute("data-confirm"));
     if (!question) {
       return;
     }
