@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection, Engine
 from jobq.dialects.base import (
     MIGRATION_LOCK,
     Dialect,
+    lease_of,
     release_session_lock,
 )
 from jobq.dialects.postgresql_listen import CHANNEL, ENDED_CHANNEL, start_listening
@@ -215,11 +216,11 @@ class PostgresDialect(Dialect):
         # A limiter captures in a transaction that may have waited for its queue's lock,
         # and counts rate starts by the clock after it: so do the runs' start times.
         started = now if unlimited_only else self.clock()
-        return (
-            sa.update(tasks)
-            .where(c.id == sa.any_(picked_ids))
-            .values(**self.capture_values(named_leases=named_leases, now=started))
-        )
+        values = self.capture_values(named_leases=named_leases, now=started)
+        # The lease counts from the run's start: from the transaction's start, a limiter
+        # that waited for its queue's lock would hand out a lease shorter by that wait.
+        values["locked_until"] = _plus(started, lease_of(named_leases))
+        return sa.update(tasks).where(c.id == sa.any_(picked_ids)).values(**values)
 
     # Right after a bulk load the planner has no statistics of the new rows (autovacuum
     # analyses some time later, if at all), or statistics from before that say nothing
