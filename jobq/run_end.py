@@ -16,6 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from jobq import retry
 from jobq.dialects import Dialect
 from jobq.dialects.room import Room
 from jobq.errors import InvalidOption, PayloadTooLarge
@@ -219,7 +220,9 @@ def next_delay(status: Status, attempt: int, retry_delay: float | None, backoff:
     """Seconds until the next run: as told, else the backoff's for a failure, else none."""
     if retry_delay is not None:
         return float(retry_delay)
-    return backoff.delay(attempt) if status is Status.FAILED else 0.0
+    if status is not Status.FAILED:
+        return 0.0
+    return retry.retry_delay(backoff, attempt, whose="the Store")
 
 
 def set_status_parameters(
