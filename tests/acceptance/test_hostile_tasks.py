@@ -425,26 +425,32 @@ def test_an_error_column_of_invalid_utf8_is_read_and_its_task_retried(
 
 
 def test_a_timed_out_run_keeps_its_lock_key_until_its_code_returns(
-    store: jobq.Store, workers: Workers, cli: Cli, db_url: str
+    store: jobq.Store, workers: Workers, cli: Cli, db_url: str, tmp_path: Path
 ) -> None:
-    """lock="acct:{acct}", timeout 1 s: attempt 1 of the first task sleeps 5 s. Until it
-    returns, its row stays in_progress (`jobq show` and `jobq status` say it timed out),
-    and neither its attempt 2 nor the other task of the key starts. Then it is failed
-    "timed out after 1 s" (retried after 2 s), and both tasks end done."""
-    first = hostile.locked.enqueue(acct=1, first_sleep=5)
-    second = hostile.locked.enqueue(acct=1, first_sleep=0)
+    """lock="acct:{acct}", timeout 1 s: attempt 1 of the first task runs on until `jobq
+    show` and `jobq status` have said it timed out (then the test releases it). Until it
+    returns, its row stays in_progress, and neither its attempt 2 nor the other task of
+    the key starts. Then it is failed "timed out after 1 s" (retried after 2 s), and both
+    tasks end done."""
+    release = tmp_path / "release"
+    first = hostile.locked.enqueue(acct=1, release=str(release))
+    second = hostile.locked.enqueue(acct=1)
     worker = workers.start("--concurrency", "4", "--grace", "1", "--log-format", "json")
     alive_until(worker, lambda: run_of(first, 1) is not None)
     began = run_of(first, 1)["started"]  # type: ignore[index]
 
-    # While attempt 1 overruns: sample the row, and ask the CLI until it shows the overrun.
+    # While attempt 1 overruns: sample the row, and ask the CLI until it shows the overrun
+    # (a CLI process can take seconds to start on a loaded machine); then release it.
     samples: list[tuple[float, float, Status, int]] = []
     shown = status = ""
     seen_by_cli = False
     deadline = time.monotonic() + DEADLINE
     while run_of(first, 1)["finished"] is None:  # type: ignore[index]
         assert worker.process.poll() is None, f"the worker exited:\n{excerpt(worker.stderr())}"
-        assert time.monotonic() < deadline, f"attempt 1 never returned:\n{excerpt(worker.stderr())}"
+        assert time.monotonic() < deadline, (
+            f"attempt 1 never returned; jobq show said:\n{shown}\njobq status said:\n{status}"
+            f"\nthe worker's log:\n{excerpt(worker.stderr())}"
+        )
         before = time.time()
         task = get(store, first)
         samples.append((before, time.time(), task.status, task.attempt))
@@ -452,6 +458,8 @@ def test_a_timed_out_run_keeps_its_lock_key_until_its_code_returns(
             asked = cli.many(db_url, [["show", str(first)], ["status"]])
             shown, status = (done.stdout for done in asked)
             seen_by_cli = "in_progress" in shown and "timed out" in shown and "timed out" in status
+            if seen_by_cli:
+                release.touch()
         else:
             time.sleep(0.05)
     ended = run_of(first, 1)["finished"]  # type: ignore[index]
