@@ -27,7 +27,7 @@ from jobq.locks import AdvisoryLock, Lease, Mutex, TimeoutLock
 from jobq.payload import encode_args
 from jobq.periodic import Schedule
 from jobq.registry import Registry, TaskDefinition
-from jobq.retry import Backoff, ExponentialBackoff
+from jobq.retry import Backoff, backoff_policy
 from jobq.schedule import Cron
 from jobq.store import Store
 from jobq.validation import check_int, check_key
@@ -83,21 +83,22 @@ class App:
         priority: int = 0,
         unique: str | None = None,
         lock: str | None = None,
-        backoff: Backoff | None = None,
+        backoff: Backoff | float | None = None,
     ) -> Any:
         """Register a sync or async function as a task; use as ``@app.task`` or ``@app.task(...)``.
 
         ``unique`` and ``lock`` are templates formatted from the task's arguments, such as
         ``"report:{day}"``: ``unique`` keeps one pending copy per key, ``lock`` keeps two
         runs with the same key from overlapping. A template naming an argument the function
-        does not take is an error here, not at run time.
+        does not take is an error here, not at run time. ``backoff``: seconds before a retry,
+        or jobq.FixedBackoff / jobq.ExponentialBackoff (the default); else a TypeError here.
         """
 
         def register(function: Callable[..., Any]) -> TaskFunction:
             definition = TaskDefinition(
                 name=name or function.__name__, func=function, queue=queue, retries=retries,
                 timeout=timeout, lease=float(lease), priority=priority, unique=unique, lock=lock,
-                backoff=backoff or ExponentialBackoff(),
+                backoff=backoff_policy(name or function.__name__, backoff),
             )  # fmt: skip
             self.registry.add(definition)
             return TaskFunction(self, definition)

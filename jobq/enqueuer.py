@@ -79,8 +79,8 @@ class Enqueuer:
         rolls back with it, and counts towards a bulk load in it (see enqueue_many).
         """
         checked = check_args(name, args)
-        text = encode_args(name, checked)
         room = self.db.room()
+        text = encode_args(name, checked, room)
         if not room.fits(text):
             what = f"The arguments of task {name!r}"
             raise PayloadTooLarge(what=what, size=room.size(text), why=room.why)
@@ -258,7 +258,7 @@ class Enqueuer:
         """``args_list`` encoded in as few batches as the database takes in one statement;
         PayloadTooLarge for one entry (at ``offset`` in the caller's list) too large alone."""
         room = self.db.room()
-        batch = self.dialect.encode_batch(name, args_list)
+        batch = self.dialect.encode_batch(name, args_list, room, offset)
         size = self.dialect.batch_bytes(batch, room, row_bytes)
         if size <= room.limit:
             return [batch]

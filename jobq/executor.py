@@ -252,7 +252,7 @@ def timed_out(definition: TaskDefinition, attempt: int, *, killed: bool = False)
     return Outcome(
         Status.FAILED,
         error=f"timed out after {definition.timeout:g} s" + (" (killed)" if killed else ""),
-        retry_delay=definition.backoff.delay(attempt),
+        retry_delay=definition.retry_delay(attempt),
     )
 
 
@@ -275,7 +275,7 @@ def _returned(definition: TaskDefinition, result: Any, attempt: int) -> Outcome:
     return Outcome(
         Status.FAILED,
         error=f"task {definition.name!r} returned a result that {problem}",
-        retry_delay=definition.backoff.delay(attempt),
+        retry_delay=definition.retry_delay(attempt),
     )
 
 
@@ -289,12 +289,12 @@ def _failure(definition: TaskDefinition, error: Exception, attempt: int) -> Outc
     if isinstance(error, Cancelled):
         return CANCELLED_ON_REQUEST
     if isinstance(error, Retry):
-        delay = definition.backoff.delay(attempt) if error.delay is None else error.delay
+        delay = definition.retry_delay(attempt) if error.delay is None else error.delay
         return Outcome(Status.FAILED, error=f"Retry: {error.reason}", retry_delay=delay)
     if (raised := RAISED.get(None)) is not None:
         raised(error)
     return Outcome(
         Status.FAILED,
         error="".join(traceback.format_exception(error)),
-        retry_delay=definition.backoff.delay(attempt),
+        retry_delay=definition.retry_delay(attempt),
     )

@@ -11,7 +11,7 @@ from typing import Any
 
 from jobq.errors import InvalidOption, InvalidTaskArguments
 from jobq.payload import check_args, encode_args
-from jobq.retry import Backoff, ExponentialBackoff
+from jobq.retry import Backoff, ExponentialBackoff, backoff_policy, retry_delay
 from jobq.validation import INT32, check_int, check_key, check_seconds
 
 
@@ -30,10 +30,13 @@ class TaskDefinition:
     unique: str | None = None
     #: Template of the lock_key, formatted from the arguments ("ledger:{holder_id}").
     lock: str | None = None
+    #: Given as a policy or a number of seconds (a FixedBackoff); always a policy here.
     backoff: Backoff = field(default_factory=ExponentialBackoff)
 
     def __post_init__(self) -> None:
         check_key("name", self.name, required=True)
+        # A frozen dataclass: the number given becomes its policy once, here.
+        object.__setattr__(self, "backoff", backoff_policy(self.name, self.backoff))
         check_key("queue", self.queue, required=True)
         check_int("retries", self.retries, minimum=0, maximum=INT32[1])
         check_int("priority", self.priority, minimum=INT32[0], maximum=INT32[1])
@@ -107,6 +110,11 @@ class TaskDefinition:
         if json:
             encode_args(self.name, arguments)
         return arguments
+
+    def retry_delay(self, attempt: int) -> float:
+        """Seconds before the retry after failed attempt ``attempt``, by this task's backoff
+        (the default's, logged, where that raises: jobq.retry.retry_delay). Never raises."""
+        return retry_delay(self.backoff, attempt, whose=f"task {self.name!r}")
 
     def with_timeout(self, timeout: float | None) -> TaskDefinition:
         """This definition, but ``timeout`` (a run's own, given at enqueue) when not None."""

@@ -16,10 +16,17 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from jobq import retry
 from jobq.dialects import Dialect
 from jobq.dialects.room import Room
 from jobq.errors import InvalidOption, PayloadTooLarge
-from jobq.payload import checked_result, encode_records, encode_result, storable_text
+from jobq.payload import (
+    checked_result,
+    encode_records,
+    encode_result,
+    larger_than,
+    storable_text,
+)
 from jobq.retry import Backoff
 from jobq.schema import HAS_RETRIES, status_is, tasks
 from jobq.tasks import CANCELLED_ON_REQUEST, Completion, Status, as_utc
@@ -219,7 +226,9 @@ def next_delay(status: Status, attempt: int, retry_delay: float | None, backoff:
     """Seconds until the next run: as told, else the backoff's for a failure, else none."""
     if retry_delay is not None:
         return float(retry_delay)
-    return backoff.delay(attempt) if status is Status.FAILED else 0.0
+    if status is not Status.FAILED:
+        return 0.0
+    return retry.retry_delay(backoff, attempt, whose="the Store")
 
 
 def set_status_parameters(
@@ -270,7 +279,10 @@ def storable_end(done: Completion, room: Room) -> tuple[Completion, str | None]:
     """
     result_text = None
     if done.result is not None:
-        result_text, problem = checked_result(done.result)
+        if larger_than(done.result, room.limit):  # refused before its JSON is built
+            why = f"result too large for this database: over {room.limit:,} bytes ({room.why})"
+            return _unstorable(done, why), None
+        result_text, problem = checked_result(done.result, sized=True)
         if problem is not None:
             return _unstorable(done, f"its result {problem}"), None
         if not room.fits(result_text):

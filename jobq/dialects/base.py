@@ -279,9 +279,12 @@ class Dialect(CapturePredicates):
         just wrote, from its driver cursor (or CursorResult)."""
         return [row[0] for row in cursor.fetchall()]
 
-    def encode_batch(self, task: str, args_list: Sequence[Mapping[str, Any] | None]) -> Any:
-        """One batch of insert_many_statement's arguments, encoded (each checked as JSON)."""
-        return encode_args_array(task, args_list)
+    def encode_batch(
+        self, task: str, args_list: Sequence[Mapping[str, Any] | None], room: Room, first: int
+    ) -> Any:
+        """One batch of insert_many_statement's arguments, encoded (each checked as JSON,
+        and refused when too large: see payload.encode_args_array, for ``first``)."""
+        return encode_args_array(task, args_list, room, first)
 
     def bind_batch(
         self, insert: Prepared, params: dict[str, Any], batch: Any

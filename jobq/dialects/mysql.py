@@ -36,7 +36,7 @@ from jobq.dialects.base import Dialect
 from jobq.dialects.mysql_ddl import partial_index_column
 from jobq.dialects.room import Room
 from jobq.errors import JobqError, MissingExtra
-from jobq.payload import encode_args
+from jobq.payload import encode_args_array
 from jobq.prepared import Prepared
 from jobq.schema import LOCK_KEY_HELD, locks, tasks
 from jobq.tasks import Status
@@ -192,8 +192,13 @@ class MySQLDialect(Dialect):
             **self.new_row_values(timing, traced), args=sa.bindparam("new_args", type_=sa.Text)
         )
 
-    def encode_batch(self, task: str, args_list: Sequence[Mapping[str, Any] | None]) -> Any:
-        return [encode_args(task, args) for args in args_list]
+    def encode_batch(
+        self, task: str, args_list: Sequence[Mapping[str, Any] | None], room: Room, first: int
+    ) -> Any:
+        return [
+            encode_args_array(task, [args], room, first + index)[1:-1]
+            for index, args in enumerate(args_list)
+        ]
 
     def bind_batch(
         self, insert: Prepared, params: dict[str, Any], batch: Any

@@ -281,7 +281,7 @@ class ChildSlot:
         )  # fmt: skip
         return Outcome(
             Status.FAILED, error=f"worker child died: {how}",
-            retry_delay=run.definition.backoff.delay(run.task.attempt),
+            retry_delay=run.definition.retry_delay(run.task.attempt),
         )  # fmt: skip
 
     def _retire(self, child: _Child, *, kill: bool) -> None:

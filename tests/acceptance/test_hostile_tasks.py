@@ -20,6 +20,7 @@ computed on those intervals. Workers log to files (a 20 MB log line would fill a
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import signal
 import subprocess
@@ -168,6 +169,30 @@ def alive_until(worker: Worker, condition: Callable[[], bool], timeout: float = 
             f"the worker exited ({worker.process.returncode}):\n{excerpt(worker.stderr())}"
         )
     assert condition(), f"the worker is wedged:\n{excerpt(worker.stderr(), lines=80)}"
+
+
+def json_lines(log: str) -> list[dict[str, Any]]:
+    """The lines of a worker's ``--log-format json`` log; a line that is not JSON (a
+    faulthandler dump, say) fails the test, shown."""
+    lines = []
+    for line in log.splitlines():
+        try:
+            lines.append(json.loads(line))
+        except ValueError:
+            raise AssertionError(f"a log line that is not JSON: {line!r}\n{excerpt(log)}") from None
+    return lines
+
+
+def end_line(log: list[dict[str, Any]], task_id: int, attempt: int) -> dict[str, Any]:
+    """The line that logged the end of ``attempt`` of ``task_id`` (a record no later
+    transition of the row can overwrite)."""
+    ends = [
+        line for line in log
+        if line.get("task_id") == task_id and line.get("attempt") == attempt
+        and "status" in line
+    ]  # fmt: skip
+    assert len(ends) == 1, f"attempt {attempt} of task {task_id} logged {len(ends)} ends: {log}"
+    return ends[0]
 
 
 def get(store: jobq.Store, task_id: int) -> jobq.Task:
@@ -400,26 +425,32 @@ def test_an_error_column_of_invalid_utf8_is_read_and_its_task_retried(
 
 
 def test_a_timed_out_run_keeps_its_lock_key_until_its_code_returns(
-    store: jobq.Store, workers: Workers, cli: Cli, db_url: str
+    store: jobq.Store, workers: Workers, cli: Cli, db_url: str, tmp_path: Path
 ) -> None:
-    """lock="acct:{acct}", timeout 1 s: attempt 1 of the first task sleeps 5 s. Until it
-    returns, its row stays in_progress (`jobq show` and `jobq status` say it timed out),
-    and neither its attempt 2 nor the other task of the key starts. Then it is failed
-    "timed out after 1 s" (retried after 2 s), and both tasks end done."""
-    first = hostile.locked.enqueue(acct=1, first_sleep=5)
-    second = hostile.locked.enqueue(acct=1, first_sleep=0)
-    worker = workers.start("--concurrency", "4", "--grace", "1")
+    """lock="acct:{acct}", timeout 1 s: attempt 1 of the first task runs on until `jobq
+    show` and `jobq status` have said it timed out (then the test releases it). Until it
+    returns, its row stays in_progress, and neither its attempt 2 nor the other task of
+    the key starts. Then it is failed "timed out after 1 s" (retried after 2 s), and both
+    tasks end done."""
+    release = tmp_path / "release"
+    first = hostile.locked.enqueue(acct=1, release=str(release))
+    second = hostile.locked.enqueue(acct=1)
+    worker = workers.start("--concurrency", "4", "--grace", "1", "--log-format", "json")
     alive_until(worker, lambda: run_of(first, 1) is not None)
     began = run_of(first, 1)["started"]  # type: ignore[index]
 
-    # While attempt 1 overruns: sample the row, and ask the CLI until it shows the overrun.
+    # While attempt 1 overruns: sample the row, and ask the CLI until it shows the overrun
+    # (a CLI process can take seconds to start on a loaded machine); then release it.
     samples: list[tuple[float, float, Status, int]] = []
     shown = status = ""
     seen_by_cli = False
     deadline = time.monotonic() + DEADLINE
     while run_of(first, 1)["finished"] is None:  # type: ignore[index]
         assert worker.process.poll() is None, f"the worker exited:\n{excerpt(worker.stderr())}"
-        assert time.monotonic() < deadline, f"attempt 1 never returned:\n{excerpt(worker.stderr())}"
+        assert time.monotonic() < deadline, (
+            f"attempt 1 never returned; jobq show said:\n{shown}\njobq status said:\n{status}"
+            f"\nthe worker's log:\n{excerpt(worker.stderr())}"
+        )
         before = time.time()
         task = get(store, first)
         samples.append((before, time.time(), task.status, task.attempt))
@@ -427,21 +458,31 @@ def test_a_timed_out_run_keeps_its_lock_key_until_its_code_returns(
             asked = cli.many(db_url, [["show", str(first)], ["status"]])
             shown, status = (done.stdout for done in asked)
             seen_by_cli = "in_progress" in shown and "timed out" in shown and "timed out" in status
+            if seen_by_cli:
+                release.touch()
         else:
             time.sleep(0.05)
     ended = run_of(first, 1)["finished"]  # type: ignore[index]
-    # Its failure is recorded once it returned; its retry waits 2 s (FixedBackoff).
-    alive_until(worker, lambda: get(store, first).status is not Status.IN_PROGRESS, timeout=20)
-    after_return = get(store, first)
     alive_until(worker, lambda: terminal(store, first, second))
-    stop(worker)
+    log = json_lines(stop(worker))
 
     recorded = runs()
     assert not overlaps(recorded), "runs of one lock key overlapped:\n" + "\n".join(
         overlaps(recorded)
     )
+    # Its failure is recorded once it returned, and its retry waits 2 s (FixedBackoff):
+    # read from the worker's line for that end, as the row moves on within the 2 s.
+    failed = end_line(log, first, 1)
+    assert (failed["status"], failed["error"]) == ("failed", "timed out after 1 s"), failed
+    assert (failed["retry_in"], failed["final"]) == (2.0, False), failed
+    failed_at = datetime.fromisoformat(failed["time"]).timestamp()
+    assert failed_at >= ended - 0.001, (failed, ended)  # the time is to the millisecond
     retry = run_of(first, 2)
-    assert retry is not None and retry["started"] >= ended, recorded
+    # (less 2 ms: the clocks of the line and of SQLite are read to the millisecond)
+    assert retry is not None and retry["started"] >= failed_at + 1.998, (failed, recorded)
+    # Every end the worker logged was recorded: none found the run taken over (stale).
+    [stopped] = [line for line in log if "counts" in line]
+    assert not stopped["counts"].get("stale") and not stopped["counts"].get("lost"), stopped
     overrun = [s for s in samples if s[0] >= began + 1.5 and s[1] <= ended]
     assert overrun, f"no sample of the row while attempt 1 overran: {samples}"
     wrong = [
@@ -450,8 +491,6 @@ def test_a_timed_out_run_keeps_its_lock_key_until_its_code_returns(
         if (status, attempt) != (Status.IN_PROGRESS, 1)
     ]
     assert not wrong, f"while attempt 1 ran on (until +{ended - began:.2f} s): {wrong}"
-    assert (after_return.status, after_return.attempt) == (Status.FAILED, 1), after_return
-    assert after_return.error == "timed out after 1 s", after_return
     assert seen_by_cli, f"during the overrun, jobq show:\n{shown}\njobq status:\n{status}"
     task = get(store, first)
     assert (task.status, task.attempt, task.result) == (Status.DONE, 2, 2), state(store, first)

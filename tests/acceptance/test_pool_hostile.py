@@ -107,8 +107,16 @@ def test_hostile_tasks_end_in_child_processes_as_on_threads(
     threads = workers.start("--burst", "--queues", THREADS, "--concurrency", "2")
     children = workers.start("--burst", "--queues", "default", "--concurrency", "1", *POOL)
     reporter = order["reports"]
-    alive_until(children, lambda: get(store, reporter).progress == pool_app.PROGRESS)
-    seen_running = get(store, reporter).status
+    # The status is read with the progress, in one read: once the file is there, or past
+    # the task's wait for it on a stalled machine, a later read could find it ended.
+    reads: list[jobq.Task] = []
+
+    def reported() -> bool:
+        reads.append(get(store, reporter))
+        return reads[-1].progress == pool_app.PROGRESS
+
+    alive_until(children, reported)
+    seen_running = reads[-1].status
     release.touch()
     threads_log = exits_by_itself(threads, DEADLINE)
     children_log = exits_by_itself(children, DEADLINE)

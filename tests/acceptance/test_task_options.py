@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -213,3 +214,28 @@ def test_retries_zero_from_the_definition_means_one_attempt(
     assert finished.process.wait(timeout=60) == 0, finished.stderr()
     task = store.get(task_id)
     assert task is not None and (task.status, task.attempt) == (jobq.Status.FAILED, 1)
+
+
+def test_a_number_as_backoff_is_honoured_and_the_tasks_own_error_is_stored(
+    cli: Cli, db_url: str, store: jobq.Store, workers: Workers
+) -> None:
+    """`unlucky` says retries=1, backoff=1: its retry starts a second after its first
+    failure, both failures log their line, and the error stored is the task's own."""
+    task_id = int(ok(cli(db_url, "enqueue", "unlucky", "--app", APP, "--kwargs", '{"name": "x"}')))
+    finished = workers.start("--burst", "--log-format", "json")
+    assert finished.process.wait(timeout=60) == 0, finished.stderr()
+    task = store.get(task_id)
+    assert task is not None and (task.status, task.attempt) == (jobq.Status.FAILED, 2)
+    assert task.error is not None and "RuntimeError: no luck for x" in task.error
+    assert "has no attribute" not in task.error
+    lines: list[dict[str, Any]] = [json.loads(line) for line in finished.stderr().splitlines()]
+    assert not [line for line in lines if line["logger"] == "jobq.retry"]  # no fallback
+    runs = [line for line in lines if line.get("task_id") == task_id]
+    starts = {line["attempt"]: line for line in runs if line["message"].endswith("started")}
+    ends = {line["attempt"]: line for line in runs if line.get("status") == "failed"}
+    assert sorted(starts) == sorted(ends) == [1, 2], runs
+    assert ends[1]["error"] == ends[2]["error"] == "RuntimeError: no luck for x"
+    assert (ends[1]["retry_in"], ends[1]["final"], ends[2]["final"]) == (1.0, False, True)
+    waited = datetime.fromisoformat(starts[2]["time"]) - datetime.fromisoformat(ends[1]["time"])
+    # The end is recorded (run_at = the database's now + 1 s) after its line is logged.
+    assert waited.total_seconds() >= 0.95, (ends[1], starts[2])

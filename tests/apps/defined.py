@@ -6,6 +6,8 @@
 - ``sleepy``: a 2 s lease (a killed worker's run comes back after 2 s, not 30).
 - ``nap``: sleeps, with no timeout of its own; ``short_nap``: sleeps, timeout 0.5 s.
 - ``ledger`` has a 60 s timeout too.
+- ``unlucky``: fails every run with its own error, retried once after ``backoff=1`` (a
+  plain number of seconds).
 """
 
 from __future__ import annotations
@@ -46,3 +48,8 @@ def short_nap(seconds: float) -> float:
 def nap(seconds: float) -> float:
     time.sleep(seconds)
     return seconds
+
+
+@app.task(retries=1, backoff=1)
+def unlucky(name: str) -> None:
+    raise RuntimeError(f"no luck for {name}")

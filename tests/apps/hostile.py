@@ -111,13 +111,21 @@ def huge_error() -> None:
 # --- overruns ---------------------------------------------------------------------------
 
 
+#: Seconds a run waits at most for the file that releases it.
+RELEASE_WAIT = 120
+
+
 @app.task(lock="acct:{acct}", timeout=1, retries=1, backoff=FixedBackoff(2))
-def locked(acct: int, first_sleep: float) -> int:
-    """Holds lock key acct:{acct}; its first attempt sleeps ``first_sleep`` s, later ones
-    return at once. A failed attempt is retried after 2 s (to be seen failed meanwhile)."""
+def locked(acct: int, release: str | None = None) -> int:
+    """Holds lock key acct:{acct}; its first attempt runs on, past its timeout, until the
+    file ``release`` exists (when given; RELEASE_WAIT s at most), later ones return at
+    once. A failed attempt is retried after 2 s."""
     run_id, attempt = _started(f"acct:{acct}")
-    if attempt == 1:
-        time.sleep(first_sleep)
+    deadline = time.monotonic() + RELEASE_WAIT
+    while attempt == 1 and release is not None and not os.path.exists(release):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{release} did not appear within {RELEASE_WAIT} s")
+        time.sleep(0.02)
     _finished(run_id)
     return attempt
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 import jobq
 from jobq import Status, executor
 from jobq.registry import Registry, TaskDefinition
@@ -84,3 +86,24 @@ def test_a_result_that_is_not_json_is_a_failure_naming_the_task() -> None:
     assert outcome.status is Status.FAILED and outcome.retry_delay == 7
     assert outcome.error is not None
     assert outcome.error.startswith("task 'gives_a_set' returned a result that is not JSON: ")
+
+
+class RaisingBackoff:
+    """A policy whose every delay raises (a bug in the user's policy)."""
+
+    def delay(self, attempt: int) -> float:
+        raise AttributeError("'int' object has no attribute 'delay'")
+
+
+def test_a_failing_backoff_keeps_the_tasks_own_error_and_its_failure_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    registry = registry_with(TaskDefinition(name="explode", func=explode, backoff=RaisingBackoff()))
+    with caplog.at_level("INFO"):
+        outcome = executor.run(registry, "explode", {"message": "boom"}, 1)
+    assert outcome.status is Status.FAILED and "ValueError: boom" in (outcome.error or "")
+    assert outcome.retry_delay is not None and 0 <= outcome.retry_delay <= 1
+    assert "has no attribute" not in (outcome.error or "")
+    lines = {record.name: record.getMessage() for record in caplog.records}
+    assert "backoff" in lines["jobq.retry"] and "AttributeError" in lines["jobq.retry"]
+    assert "explode failed in" in lines["jobq.task"] and "ValueError: boom" in lines["jobq.task"]

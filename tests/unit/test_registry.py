@@ -121,3 +121,84 @@ def test_a_key_of_arguments_nested_thousands_deep_is_refused_not_crashed() -> No
         nested = [nested]
     with pytest.raises(jobq.InvalidTaskArguments, match="nest too deeply"):
         definition.unique_key({"day": nested})
+
+
+def test_a_number_as_backoff_is_a_fixed_delay_in_seconds() -> None:
+    app = jobq.App("sqlite://")
+
+    @app.task(retries=1, backoff=1)
+    def every_second() -> None: ...
+
+    @app.task(backoff=2.5)
+    def every_while() -> None: ...
+
+    @app.task(backoff=0)  # no wait at all, not the default
+    def at_once() -> None: ...
+
+    assert every_second.definition.backoff == jobq.FixedBackoff(1.0)
+    assert every_while.definition.backoff == jobq.FixedBackoff(2.5)
+    assert at_once.definition.backoff == jobq.FixedBackoff(0.0)
+    assert TaskDefinition(name="send", func=send, backoff=3).retry_delay(1) == 3.0  # type: ignore[arg-type]
+    policy = jobq.ExponentialBackoff(base=2)
+    assert TaskDefinition(name="send", func=send, backoff=policy).backoff is policy
+
+
+@pytest.mark.parametrize(
+    "value", ["1", [1], jobq.FixedBackoff, jobq.ExponentialBackoff, object(), True, {"delay": 1}]
+)
+def test_what_is_no_backoff_policy_is_refused_at_decoration(value: object) -> None:
+    app = jobq.App("sqlite://")
+    with pytest.raises(TypeError) as raised:
+
+        @app.task(backoff=value)  # type: ignore[arg-type]
+        def send_later() -> None: ...
+
+    message = str(raised.value)
+    assert "'send_later'" in message and repr(value) in message
+    assert "jobq.FixedBackoff" in message and "jobq.ExponentialBackoff" in message
+    assert "send_later" not in app.registry
+    with pytest.raises(TypeError, match=r"task 'send': backoff="):
+        TaskDefinition(name="send", func=send, backoff=value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [-1, float("inf"), float("nan"), 10**400])
+def test_a_number_of_seconds_out_of_range_is_refused_at_decoration(value: float) -> None:
+    app = jobq.App("sqlite://")
+    with pytest.raises(ValueError, match=r"task 'send_later': backoff=.* is not a number of sec"):
+
+        @app.task(backoff=value)
+        def send_later() -> None: ...
+
+    with pytest.raises(ValueError, match=r"FixedBackoff needs seconds"):
+        jobq.FixedBackoff(value)
+
+
+class Broken:
+    """A policy whose delay raises, or returns what is not a number of seconds."""
+
+    def __init__(self, gives: object) -> None:
+        self.gives = gives
+
+    def delay(self, attempt: int) -> float:
+        if isinstance(self.gives, Exception):
+            raise self.gives
+        return self.gives  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        return f"Broken({self.gives!r})"
+
+
+@pytest.mark.parametrize("gives", [RuntimeError("no clock"), None, -5, float("nan"), "3"])
+def test_a_policy_failing_at_run_time_falls_back_to_the_default_and_says_so(
+    gives: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    definition = TaskDefinition(name="send", func=send, backoff=Broken(gives))  # type: ignore[arg-type]
+    with caplog.at_level("ERROR", logger="jobq.retry"):
+        delay = definition.retry_delay(3)
+    default = jobq.ExponentialBackoff()
+    assert (
+        default.delay(3) * (1 - default.jitter) <= delay <= default.delay(3) / (1 - default.jitter)
+    )
+    [line] = caplog.records
+    assert line.getMessage().startswith(f"task 'send': backoff Broken({gives!r}) ")
+    assert "retrying after the default backoff" in line.getMessage()
