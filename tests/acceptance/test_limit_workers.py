@@ -315,8 +315,9 @@ def test_pausing_a_queue_stops_every_worker_taking_from_it_within_a_second(
 ) -> None:
     """Two workers drain queues ``paused`` (limited or not) and ``other``; `jobq queues
     pause paused` stops both workers capturing from it within a second by the database's
-    clock, while its running tasks end done and ``other`` drains on; `jobq queues list`
-    and `jobq why` say so; resumed, it drains, every task run once."""
+    clock, while its running tasks end done and ``other`` drains on, and tasks enqueued
+    to it meanwhile wait; `jobq queues list` and `jobq why` say so; resumed, it drains,
+    every task run once."""
     if limited_too:
         store.set_limit("paused", concurrency=3)
     paused_ids = limited.free.enqueue_many([{"seconds": 0.1}] * 150, _queue="paused")
@@ -330,6 +331,9 @@ def test_pausing_a_queue_stops_every_worker_taking_from_it_within_a_second(
         with store.engine.connect() as conn:
             paused_at = conn.execute(sa.select(store.dialect.now())).scalar_one()
         paused_at = jobq.tasks.as_utc(paused_at).timestamp()
+        # Tasks enqueued after the pause wait too: on a loaded machine the CLI may start so
+        # slowly that the queue drained before it paused, and nothing would be left waiting.
+        paused_ids += limited.free.enqueue_many([{"seconds": 0.1}] * 20, _queue="paused")
         wait_until(lambda: finished("other") == len(other_ids), timeout=60)
         # Every run of the paused queue captured before the pause has ended by now.
         wait_until(lambda: all(run["finished"] for run in runs("paused")), timeout=30)
