@@ -27,8 +27,10 @@ from tests.worker_processes import Workers
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 WORKERS = 5
-#: Seconds over which the transactions are counted.
-WINDOW = 15.0
+#: Seconds over which the transactions are counted: an idle session reports its counts to
+#: pg_stat_database up to 10 s late, at either end of the window, and a short window made
+#: that lag a part of the rate (1.02 measured once beside a loaded machine, 0.89 usually).
+WINDOW = 30.0
 #: Seconds after the workers started before the window opens (see below).
 SETTLE = 11.0
 
