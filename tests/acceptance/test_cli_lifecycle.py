@@ -332,7 +332,9 @@ def test_a_purge_of_200_000_tasks_leaves_every_running_one_alone(
     assert match, done.stdout
     purged = int(match.group(1).replace(",", ""))
     left = statuses(store, "bulk")
-    assert "queued" not in left.values() and "failed" not in left.values()
+    assert "queued" not in left.values() and "failed" not in left.values(), [
+        store.get(task_id) for task_id, status in left.items() if status in ("queued", "failed")
+    ]
     assert in_progress(store, "other") + len(runs("other")) > 0  # the other queue ran on
 
     # What ran, or was running, during the purge ends done; the other queue's tasks too.
