@@ -23,6 +23,7 @@ from jobq.cli.common import (
     PRIORITY,
     RETRIES,
     TASK_ID,
+    app_option,
     clear_errors,
     database_url_option,
     store_for,
@@ -91,11 +92,11 @@ def migrate(database_url: str) -> None:
     type=click.File("rb"),
     help="JSON lines: name, kwargs, queue, delay, priority, unique, retries.",
 )
-@click.option(
-    "--app", "app_path", envvar="JOBQ_APP", default=None,
-    help="The jobq.App (module:attribute; env: JOBQ_APP) whose task definitions check each "
-    "name and its arguments and give its queue, priority, retries, unique and lock keys.",
-)  # fmt: skip
+@app_option(
+    required=False,
+    help="The jobq.App whose task definitions check each name and its arguments and give "
+    "its queue, priority, retries, unique and lock keys",
+)
 @database_url_option
 def enqueue(
     name: str | None,
