@@ -104,6 +104,7 @@ def upgrade_database(db: Database, revision: str = "head") -> None:
     lock, then read the revision afresh and find nothing left to do. A database at a
     revision this jobq does not know raises SchemaTooNew, and nothing changes.
     """
+    db.create_missing()
     try:
         conn = db.engine.connect()
     except sa.exc.DBAPIError as error:
