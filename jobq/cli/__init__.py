@@ -18,7 +18,8 @@ from typing import IO, Any
 
 import click
 
-from jobq.app import App, load_app
+from jobq.app import App
+from jobq.app_loading import load_app
 from jobq.cli.common import (
     PRIORITY,
     RETRIES,

@@ -12,7 +12,7 @@ import click
 from click.core import ParameterSource
 
 from jobq import logs
-from jobq.app import load_app
+from jobq.app_loading import load_app
 from jobq.cli.common import app_option, clear_errors
 from jobq.cli.params import KeepFor, UnsignedInt
 from jobq.limits import Limiter

@@ -24,7 +24,7 @@ from multiprocessing.connection import Connection
 from types import FrameType
 
 from jobq import executor, logs
-from jobq.app import load_app
+from jobq.app_loading import load_app
 from jobq.executor import Outcome
 from jobq.lifecycle.in_task import PROGRESS
 from jobq.pool import wire
