@@ -6,7 +6,7 @@ A part of Store (mixed in); it runs on the Store's database.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -165,6 +165,22 @@ class TaskAdmin:
                 progress=None,
             )
         )
+
+    def get_with_now(self, id: int) -> tuple[Task, datetime] | None:
+        """Task ``id`` as it is now, with the database's clock read in the same statement
+        (for ages shown to people: the machine's own clock may be off); None if there is
+        no such task."""
+        check_int("id", id)
+        now = self.dialect.now().label("db_now")
+        stmt = self.db.prepare(
+            "get_with_now", lambda: sa.select(tasks, now).where(c.id == sa.bindparam("task_id"))
+        )
+        rows = self.db.run(stmt, {"task_id": id}, fetch=True)
+        if not rows:
+            return None
+        read = self.dialect.row_reader([*tasks.c, now], self.db.engine)
+        *values, at = read(rows[0])
+        return Task.from_values(values), as_utc(at)  # type: ignore[return-value]
 
     def list_tasks(
         self, *, status: Status | str | None = None, queue: str | None = None, limit: int = 50

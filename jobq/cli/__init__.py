@@ -13,7 +13,6 @@ import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import fields
-from datetime import UTC, datetime
 from typing import IO, Any
 
 import click
@@ -266,12 +265,11 @@ def status(as_json: bool, database_url: str) -> None:
         click.echo(schedules)
         click.echo()
     if workers:
-        now = datetime.now(UTC)
         headers = [
             "worker", "host", "pid", "supervisor", "queues", "concurrency", "last seen",
             "state", "timed out",
         ]  # fmt: skip
-        click.echo(table(headers, [worker_row(worker, now) for worker in workers]))
+        click.echo(table(headers, [worker_row(worker) for worker in workers]))
     else:
         click.echo("no workers")
     if upkeep is not None:
@@ -337,13 +335,12 @@ def show(task_id: int, as_json: bool, database_url: str) -> None:
     and "after": the ids of its parents (empty outside workflows).
     """
     with store_for(database_url, read_only=True) as store:
-        task = store.get(task_id)
-        if task is None:
+        found = store.get_with_now(task_id)
+        if found is None:
             raise JobqError(f"no task with id {task_id}")
+        task, now = found
         parents = read_parents(store, task)
-    notes = [
-        _cancel_note(task), overrun_note(task, datetime.now(UTC)), parents_note(task, parents)
-    ]  # fmt: skip
+    notes = [_cancel_note(task), overrun_note(task, now), parents_note(task, parents)]
     if as_json:
         document = show_document(task, notes)
         document["after"] = [parent_id for parent_id, _ in parents]
