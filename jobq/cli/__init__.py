@@ -31,7 +31,13 @@ from jobq.cli.common import (
 from jobq.cli.cron import cron, summary
 from jobq.cli.dashboard import dashboard
 from jobq.cli.doctor import doctor
-from jobq.cli.json_output import dumps, show_document, status_document, task_document
+from jobq.cli.json_output import (
+    RENAMED,
+    dumps,
+    show_document,
+    status_document,
+    task_document,
+)
 from jobq.cli.limits import limits
 from jobq.cli.locks import locks
 from jobq.cli.metrics_exporter import metrics_exporter
@@ -282,6 +288,7 @@ def status(as_json: bool, database_url: str) -> None:
     help="Only tasks in this status.",
 )  # fmt: skip
 @click.option("--queue", type=Key(), help="Only this queue.")
+@click.option("--name", type=Key(), help="Only tasks of this name.")
 @click.option(
     "--limit", type=click.IntRange(1, 2**31 - 1), default=50, show_default=True,
     help="At most this many tasks, the newest first.",
@@ -289,7 +296,12 @@ def status(as_json: bool, database_url: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of tasks instead (see above).")
 @database_url_option
 def list_(
-    status_: str | None, queue: str | None, limit: int, as_json: bool, database_url: str
+    status_: str | None,
+    queue: str | None,
+    name: str | None,
+    limit: int,
+    as_json: bool,
+    database_url: str,
 ) -> None:
     """The newest tasks, one a line.
 
@@ -304,7 +316,7 @@ def list_(
     {"undecodable": true, "reason", "text"} when the stored text is not JSON.
     """
     with store_for(database_url, read_only=True) as store:
-        found = store.list_tasks(status=status_, queue=queue, limit=limit)
+        found = store.list_tasks(status=status_, queue=queue, name=name, limit=limit)
     if as_json:
         click.echo(dumps([task_document(task) for task in found]))
         return
@@ -346,11 +358,12 @@ def show(task_id: int, as_json: bool, database_url: str) -> None:
         document["after"] = [parent_id for parent_id, _ in parents]
         click.echo(dumps(document))
         return
-    names = [field.name for field in fields(task)]
-    width = max(len(name) for name in names)
-    for name in names:
+    # Labelled as --json names them: "queue", not the attribute's queue_id.
+    labels = {field.name: RENAMED.get(field.name, field.name) for field in fields(task)}
+    width = max(len(label) for label in labels.values())
+    for name, label in labels.items():
         text = _progress_text(task.progress) if name == "progress" else None
-        click.echo(f"{name.ljust(width)}  {text or field_text(task, name)}")
+        click.echo(f"{label.ljust(width)}  {text or field_text(task, name)}")
     for note in notes:
         if note:
             click.echo(f"{'note'.ljust(width)}  {note}")
