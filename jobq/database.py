@@ -141,15 +141,6 @@ class Database:
         if missing is not None:
             raise DatabaseNotFound(path=missing)
 
-    def create_missing(self) -> None:
-        """Create the database if it is a file that does not exist yet (SQLite), which no
-        connection does (they raise DatabaseNotFound); for migrations, whose point it is.
-        DatabaseUnavailable if it cannot be created."""
-        try:
-            self.dialect.create_missing(self.engine)
-        except self._driver_error as error:
-            raise self.unavailable(error) from None
-
     def room(self) -> Room:
         """How many bytes one statement's parameters may take on this database."""
         try:

@@ -104,10 +104,11 @@ def upgrade_database(db: Database, revision: str = "head") -> None:
     lock, then read the revision afresh and find nothing left to do. A database at a
     revision this jobq does not know raises SchemaTooNew, and nothing changes.
     """
-    db.create_missing()
     try:
+        # A SQLite file is created here, and only here: connections never create one.
+        db.dialect.create_missing(db.engine)
         conn = db.engine.connect()
-    except sa.exc.DBAPIError as error:
+    except (sa.exc.DBAPIError, db.engine.dialect.loaded_dbapi.Error) as error:
         raise db.unavailable(error) from None
     with conn, db.translated(), db.dialect.migration_lock(conn), conn.begin():
         at = current(conn)
