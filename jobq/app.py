@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import importlib
-import os
-import sys
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -15,7 +12,6 @@ from sqlalchemy.engine import Connection
 
 from jobq.database import database_url
 from jobq.errors import (
-    InvalidAppPath,
     InvalidOption,
     InvalidTaskArguments,
     InvalidWorkflow,
@@ -428,23 +424,3 @@ def _split_options(task: str, kwargs: dict[str, Any]) -> dict[str, Any]:
 def _given(**options: Any) -> dict[str, Any]:
     """The options not None: those the caller chose, which win over the definition's."""
     return {key: value for key, value in options.items() if value is not None}
-
-
-def load_app(path: str) -> App:
-    """The App at ``module:attribute`` (importable from the current directory too)."""
-    module_name, sep, attribute = path.partition(":")
-    if not sep or not module_name or not attribute:
-        raise InvalidAppPath(path=path, reason="expected module:attribute, e.g. myapp.tasks:app")
-    if os.getcwd() not in sys.path:
-        # Like `python -m`, find the user's modules in the directory the command runs in.
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise InvalidAppPath(path=path, reason=f"cannot import {module_name!r}: {error}") from None
-    app = getattr(module, attribute, None)
-    if app is None:
-        raise InvalidAppPath(path=path, reason=f"{module_name!r} has no attribute {attribute!r}")
-    if not isinstance(app, App):
-        raise InvalidAppPath(path=path, reason=f"it is a {type(app).__name__}, not a jobq.App")
-    return app

@@ -18,6 +18,9 @@ class LiveWorker:
     started_at: datetime
     last_seen: datetime
     alive: bool
+    #: Seconds since last_seen on the database's clock, read with the row (the clock of
+    #: the machine asking may be off).
+    last_seen_ago: float
     #: Its runs still going past their timeouts (they keep their slots until they return).
     timed_out: int = 0
     #: The pid of the `jobq worker --processes N` supervisor that started it (same host).

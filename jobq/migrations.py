@@ -105,8 +105,10 @@ def upgrade_database(db: Database, revision: str = "head") -> None:
     revision this jobq does not know raises SchemaTooNew, and nothing changes.
     """
     try:
+        # A SQLite file is created here, and only here: connections never create one.
+        db.dialect.create_missing(db.engine)
         conn = db.engine.connect()
-    except sa.exc.DBAPIError as error:
+    except (sa.exc.DBAPIError, db.engine.dialect.loaded_dbapi.Error) as error:
         raise db.unavailable(error) from None
     with conn, db.translated(), db.dialect.migration_lock(conn), conn.begin():
         at = current(conn)

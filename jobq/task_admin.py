@@ -6,7 +6,7 @@ A part of Store (mixed in); it runs on the Store's database.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -142,28 +142,54 @@ class TaskAdmin:
             )
         )
 
+    def get_with_now(self, id: int) -> tuple[Task, datetime] | None:
+        """Task ``id`` as it is now, with the database's clock read in the same statement
+        (for ages shown to people: the machine's own clock may be off); None if there is
+        no such task."""
+        check_int("id", id)
+        now = self.dialect.now().label("db_now")
+        stmt = self.db.prepare(
+            "get_with_now", lambda: sa.select(tasks, now).where(c.id == sa.bindparam("task_id"))
+        )
+        rows = self.db.run(stmt, {"task_id": id}, fetch=True)
+        if not rows:
+            return None
+        read = self.dialect.row_reader([*tasks.c, now], self.db.engine)
+        *values, at = read(rows[0])
+        return Task.from_values(values), as_utc(at)  # type: ignore[return-value]
+
     def list_tasks(
-        self, *, status: Status | str | None = None, queue: str | None = None, limit: int = 50
+        self,
+        *,
+        status: Status | str | None = None,
+        queue: str | None = None,
+        name: str | None = None,
+        limit: int = 50,
     ) -> list[Task]:
-        """The newest ``limit`` tasks, optionally of one status and one queue."""
+        """The newest ``limit`` tasks, optionally of one status, one queue and one task name."""
         check_int("limit", limit, minimum=0, maximum=INT32[1])
         check_key("queue", queue)
+        check_key("name", name)
         params: dict[str, Any] = {"limit": limit}
         if status is not None:
             params["want_status"] = Status.parse(status).value
         if queue is not None:
             params["want_queue"] = queue
-        shape = (status is not None, queue is not None)
+        if name is not None:
+            params["want_name"] = name
+        shape = (status is not None, queue is not None, name is not None)
         stmt = self.db.prepare(("list", *shape), lambda: self._list_statement(*shape))
         rows = self.db.run(stmt, params, fetch=True)
         return [Task.from_values(self._read(row)) for row in rows]
 
-    def _list_statement(self, by_status: bool, by_queue: bool) -> sa.Select[Any]:
+    def _list_statement(self, by_status: bool, by_queue: bool, by_name: bool) -> sa.Select[Any]:
         stmt = sa.select(tasks).order_by(c.id.desc()).limit(sa.bindparam("limit", type_=sa.Integer))
         if by_status:
             stmt = stmt.where(c.status == sa.bindparam("want_status", type_=sa.String))
         if by_queue:
             stmt = stmt.where(c.queue_id == sa.bindparam("want_queue", type_=sa.String))
+        if by_name:
+            stmt = stmt.where(c.name == sa.bindparam("want_name", type_=sa.String))
         return stmt
 
     def oldest_waiting(self) -> dict[str, float]:

@@ -85,9 +85,12 @@ class WorkerRegistry:
             )
             .scalar_subquery()
         )
-        stmt = sa.select(workers, recent.label("alive"), overrun.label("timed_out")).order_by(
-            workers.c.started_at
-        )
+        stmt = sa.select(
+            workers,
+            recent.label("alive"),
+            overrun.label("timed_out"),
+            self.dialect.now().label("db_now"),
+        ).order_by(workers.c.started_at)
         with self.db.unit(read_only=True) as conn:
             rows = conn.execute(stmt).all()
         return [
@@ -95,6 +98,7 @@ class WorkerRegistry:
                 worker_id=r.worker_id, host=r.host, pid=r.pid, queues=r.queues,
                 concurrency=r.concurrency, started_at=as_utc(r.started_at),  # type: ignore[arg-type]
                 last_seen=as_utc(r.last_seen), alive=bool(r.alive),  # type: ignore[arg-type]
+                last_seen_ago=(as_utc(r.db_now) - as_utc(r.last_seen)).total_seconds(),  # type: ignore[operator]
                 timed_out=int(r.timed_out), supervisor_pid=r.supervisor_pid,
             )
             for r in rows

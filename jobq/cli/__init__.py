@@ -13,16 +13,17 @@ import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import fields
-from datetime import UTC, datetime
 from typing import IO, Any
 
 import click
 
-from jobq.app import App, load_app
+from jobq.app import App
+from jobq.app_loading import load_app
 from jobq.cli.common import (
     PRIORITY,
     RETRIES,
     TASK_ID,
+    app_option,
     clear_errors,
     database_url_option,
     store_for,
@@ -30,7 +31,13 @@ from jobq.cli.common import (
 from jobq.cli.cron import cron, summary
 from jobq.cli.dashboard import dashboard
 from jobq.cli.doctor import doctor
-from jobq.cli.json_output import dumps, show_document, status_document, task_document
+from jobq.cli.json_output import (
+    RENAMED,
+    dumps,
+    show_document,
+    status_document,
+    task_document,
+)
 from jobq.cli.limits import limits
 from jobq.cli.locks import locks
 from jobq.cli.metrics_exporter import metrics_exporter
@@ -91,11 +98,11 @@ def migrate(database_url: str) -> None:
     type=click.File("rb"),
     help="JSON lines: name, kwargs, queue, delay, priority, unique, retries.",
 )
-@click.option(
-    "--app", "app_path", envvar="JOBQ_APP", default=None,
-    help="The jobq.App (module:attribute; env: JOBQ_APP) whose task definitions check each "
-    "name and its arguments and give its queue, priority, retries, unique and lock keys.",
-)  # fmt: skip
+@app_option(
+    required=False,
+    help="The jobq.App whose task definitions check each name and its arguments and give "
+    "its queue, priority, retries, unique and lock keys",
+)
 @database_url_option
 def enqueue(
     name: str | None,
@@ -264,12 +271,11 @@ def status(as_json: bool, database_url: str) -> None:
         click.echo(schedules)
         click.echo()
     if workers:
-        now = datetime.now(UTC)
         headers = [
             "worker", "host", "pid", "supervisor", "queues", "concurrency", "last seen",
             "state", "timed out",
         ]  # fmt: skip
-        click.echo(table(headers, [worker_row(worker, now) for worker in workers]))
+        click.echo(table(headers, [worker_row(worker) for worker in workers]))
     else:
         click.echo("no workers")
     if upkeep is not None:
@@ -282,6 +288,7 @@ def status(as_json: bool, database_url: str) -> None:
     help="Only tasks in this status.",
 )  # fmt: skip
 @click.option("--queue", type=Key(), help="Only this queue.")
+@click.option("--name", type=Key(), help="Only tasks of this name.")
 @click.option(
     "--limit", type=click.IntRange(1, 2**31 - 1), default=50, show_default=True,
     help="At most this many tasks, the newest first.",
@@ -289,7 +296,12 @@ def status(as_json: bool, database_url: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of tasks instead (see above).")
 @database_url_option
 def list_(
-    status_: str | None, queue: str | None, limit: int, as_json: bool, database_url: str
+    status_: str | None,
+    queue: str | None,
+    name: str | None,
+    limit: int,
+    as_json: bool,
+    database_url: str,
 ) -> None:
     """The newest tasks, one a line.
 
@@ -304,7 +316,7 @@ def list_(
     {"undecodable": true, "reason", "text"} when the stored text is not JSON.
     """
     with store_for(database_url, read_only=True) as store:
-        found = store.list_tasks(status=status_, queue=queue, limit=limit)
+        found = store.list_tasks(status=status_, queue=queue, name=name, limit=limit)
     if as_json:
         click.echo(dumps([task_document(task) for task in found]))
         return
@@ -335,23 +347,23 @@ def show(task_id: int, as_json: bool, database_url: str) -> None:
     and "after": the ids of its parents (empty outside workflows).
     """
     with store_for(database_url, read_only=True) as store:
-        task = store.get(task_id)
-        if task is None:
+        found = store.get_with_now(task_id)
+        if found is None:
             raise JobqError(f"no task with id {task_id}")
+        task, now = found
         parents = read_parents(store, task)
-    notes = [
-        _cancel_note(task), overrun_note(task, datetime.now(UTC)), parents_note(task, parents)
-    ]  # fmt: skip
+    notes = [_cancel_note(task), overrun_note(task, now), parents_note(task, parents)]
     if as_json:
         document = show_document(task, notes)
         document["after"] = [parent_id for parent_id, _ in parents]
         click.echo(dumps(document))
         return
-    names = [field.name for field in fields(task)]
-    width = max(len(name) for name in names)
-    for name in names:
+    # Labelled as --json names them: "queue", not the attribute's queue_id.
+    labels = {field.name: RENAMED.get(field.name, field.name) for field in fields(task)}
+    width = max(len(label) for label in labels.values())
+    for name, label in labels.items():
         text = _progress_text(task.progress) if name == "progress" else None
-        click.echo(f"{name.ljust(width)}  {text or field_text(task, name)}")
+        click.echo(f"{label.ljust(width)}  {text or field_text(task, name)}")
     for note in notes:
         if note:
             click.echo(f"{'note'.ljust(width)}  {note}")

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import click
 
 from jobq.errors import JobqError
 from jobq.patience import Deadline, patiently
 from jobq.store import Store
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 database_url_option = click.option(
     "--database-url",
@@ -19,6 +22,16 @@ database_url_option = click.option(
     show_default=True,
     help="Database URL (env: JOBQ_DATABASE_URL).",
 )
+
+
+def app_option(*, required: bool, help: str) -> Callable[[_F], _F]:
+    """The --app option (module:attribute) of every command that loads an app, read from
+    $JOBQ_APP when not given; ``help`` says what the command does with it."""
+    return click.option(
+        "--app", "app_path", envvar="JOBQ_APP", required=required, default=None,
+        help=f"{help} (module:attribute; env: JOBQ_APP)",
+    )  # fmt: skip
+
 
 # The ranges the tables store (ids are 64-bit, priority and retries 32-bit columns).
 TASK_ID = click.IntRange(1, 2**63 - 1)

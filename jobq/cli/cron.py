@@ -39,7 +39,7 @@ def list_(runs_of: str | None, database_url: str) -> None:
     A disabled schedule, or one no longer defined by the app of the workers serving its
     queue, shows its state instead of a next run. With --runs NAME, the last runs of
     schedule NAME instead: when each started and ended, how (done, failed, timed out,
-    lease expired, cancelled, released), its attempt, and its error's main line.
+    lease expired, cancelled, released), and its error's main line.
     """
     if runs_of is not None:
         _list_runs(runs_of, database_url)
@@ -105,9 +105,11 @@ def _list_runs(name: str, database_url: str) -> None:
     if not runs:
         click.echo(f"no runs of schedule {name!r} yet")
         return
-    headers = ["started", "ended", "status", "attempt", "error"]
+    # No attempt: a schedule's row counts its captures across every tick, which tells a
+    # user nothing; each run's status says whether its tick was retried.
+    headers = ["started", "ended", "status", "error"]
     rows = [
-        [when(run.started_at), when(run.finished_at), run.status, run.attempt,
+        [when(run.started_at), when(run.finished_at), run.status,
          _printable(run.error_summary or "-")]
         for run in runs
     ]  # fmt: skip

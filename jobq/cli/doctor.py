@@ -34,6 +34,11 @@ MEGABYTES = click.FloatRange(min=0)
     help="Seconds (or 12h, 2d) since the last vacuum of a table holding dead rows.",
 )  # fmt: skip
 @click.option(
+    "--min-analyze-rows", type=click.IntRange(min=0), default=_DEFAULTS.min_analyze_rows,
+    show_default=True, help="Rows from which a table never analysed needs attention "
+    "(autovacuum analyses a table only once 50 rows and 10% of it changed).",
+)  # fmt: skip
+@click.option(
     "--max-index-bloat", type=RATIO, default=_DEFAULTS.max_index_bloat, show_default=True,
     help="The estimated fraction of an index's pages that may hold nothing ...",
 )  # fmt: skip
@@ -77,6 +82,7 @@ def doctor(
     max_dead_ratio: float,
     min_dead_tuples: int,
     max_vacuum_age: float,
+    min_analyze_rows: int,
     max_index_bloat: float,
     min_index_size: float,
     max_transaction_age: float,
@@ -93,7 +99,8 @@ def doctor(
     \b
     Each check that applies to the database runs (the output lists them):
       dead_tuples, vacuum_age, never_analyzed, index_bloat (jobq's tables and indexes,
-        PostgreSQL): dead rows, the last vacuum, statistics never gathered, empty index
+        PostgreSQL): dead rows, the last vacuum, statistics never gathered (of a table of
+        --min-analyze-rows or more), empty index
         pages (pgstatindex if the pgstattuple extension is installed, else an estimate);
       long_transactions, idle_in_transaction (PostgreSQL: this database's sessions;
         MySQL/MariaDB: the server's): what holds back the cleanup of old rows;
@@ -121,6 +128,7 @@ def doctor(
         max_dead_ratio=max_dead_ratio,
         min_dead_rows=min_dead_tuples,
         max_vacuum_age=max_vacuum_age,
+        min_analyze_rows=min_analyze_rows,
         max_index_bloat=max_index_bloat,
         min_index_bytes=round(min_index_size * MB),
         max_transaction_age=max_transaction_age,

@@ -51,7 +51,8 @@ def field_text(task: Task, name: str) -> str:
 
 
 def overrun_note(task: Task, now: datetime) -> str | None:
-    """What ``jobq show`` says of a run still going past its timeout, or None."""
+    """What ``jobq show`` says of a run still going past its timeout at ``now`` (the
+    database's clock, read with the task), or None."""
     if task.status != "in_progress" or task.timeout is None or task.started_at is None:
         return None
     running = (now - task.started_at).total_seconds()
@@ -63,8 +64,9 @@ def overrun_note(task: Task, now: datetime) -> str | None:
     )
 
 
-def worker_row(worker: LiveWorker, now: datetime) -> list[object]:
-    seen = format_duration((now - worker.last_seen).total_seconds())
+def worker_row(worker: LiveWorker) -> list[object]:
+    """A worker as `jobq status` and `jobq workers` print it, its age on the database's clock."""
+    seen = format_duration(max(worker.last_seen_ago, 0.0))
     return [
         worker.worker_id,
         worker.host,

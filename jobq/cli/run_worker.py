@@ -12,8 +12,8 @@ import click
 from click.core import ParameterSource
 
 from jobq import logs
-from jobq.app import load_app
-from jobq.cli.common import clear_errors
+from jobq.app_loading import load_app
+from jobq.cli.common import app_option, clear_errors
 from jobq.cli.params import KeepFor, UnsignedInt
 from jobq.limits import Limiter
 from jobq.observe.metrics import WorkerMetrics
@@ -28,7 +28,7 @@ CLUSTER_ID = UnsignedInt(128)
 
 
 @click.command()
-@click.option("--app", "app_path", required=True, help="The jobq.App to run, as module:attribute.")
+@app_option(required=True, help="The jobq.App to run")
 @click.option("--queues", default=None, help="Comma-separated queues to take from (default: all).")
 @click.option(
     "--concurrency", type=click.IntRange(min=1), default=8, show_default=True,

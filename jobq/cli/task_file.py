@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from itertools import groupby
-from typing import IO
+from typing import IO, Protocol
 
 import click
 from sqlalchemy.engine import Connection
@@ -40,7 +40,7 @@ def enqueue_file(store: Store, file: IO[bytes], resolve: Resolve | None) -> int:
     """
     with _rereadable(file) as source:
         total = os.fstat(source.fileno()).st_size
-        with click.progressbar(length=total, label="enqueueing", file=sys.stderr) as bar:
+        with _progress(total) as bar:
 
             def enqueue_all(conn: Connection) -> int:
                 source.seek(0)  # from the start again, should a deadlock undo a first try
@@ -55,6 +55,34 @@ def enqueue_file(store: Store, file: IO[bytes], resolve: Resolve | None) -> int:
                 return new + len(held)
 
             return store.db.write(enqueue_all, atomic=True)
+
+
+class _Bar(Protocol):
+    """What enqueue_file moves: click's progress bar, or _Silent."""
+
+    pos: int
+
+    def update(self, n_steps: int) -> None: ...
+
+
+class _Silent:
+    """A progress bar that shows nothing: for a stderr that is not a terminal."""
+
+    pos = 0
+
+    def update(self, n_steps: int) -> None:
+        self.pos += n_steps
+
+
+@contextmanager
+def _progress(total: int) -> Iterator[_Bar]:
+    """A bar on stderr moving through ``total`` bytes, where stderr is a terminal; else one
+    that shows nothing (click's prints its label once, a stray line in a log or a pipe)."""
+    if not sys.stderr.isatty():
+        yield _Silent()
+        return
+    with click.progressbar(length=total, label="enqueueing", file=sys.stderr) as bar:
+        yield bar
 
 
 @contextmanager

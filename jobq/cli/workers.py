@@ -9,7 +9,6 @@ unseen, its leases not yet expired) is listed too, as "unregistered".
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 import click
 
@@ -63,7 +62,7 @@ def list_workers(as_json: bool, database_url: str) -> None:
     if as_json:
         click.echo(dumps(_documents(registered, unregistered, running)))
     else:
-        click.echo(_text(registered, unregistered, running, datetime.now(UTC)))
+        click.echo(_text(registered, unregistered, running))
 
 
 def _documents(
@@ -85,11 +84,10 @@ def _text(
     registered: Sequence[LiveWorker],
     unregistered: Sequence[str],
     running: dict[str, list[Task]],
-    now: datetime,
 ) -> str:
     if not registered and not unregistered:
         return "no workers"
-    rows = [[*worker_row(w, now), len(running.get(w.worker_id, []))] for w in registered]
+    rows = [[*worker_row(w), len(running.get(w.worker_id, []))] for w in registered]
     rows += [
         [worker_id or "-", *["-"] * 6, "unregistered", "-", len(running[worker_id])]
         for worker_id in unregistered

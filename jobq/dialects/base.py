@@ -134,6 +134,11 @@ class Dialect(CapturePredicates):
         """Bytes an encoded batch of enqueue_many takes, rows of ``row_bytes`` more each."""
         return room.size(batch)
 
+    def create_missing(self, engine: Engine) -> None:
+        """Create the database connecting to ``engine`` opens, if it does not exist yet and
+        this database is a file (SQLite): only migrations create one, and connections never
+        do. A server's database is never created: this does nothing."""
+
     def missing_file(self, engine: Engine) -> str | None:
         """The file connecting to ``engine`` would create because it does not exist yet.
 

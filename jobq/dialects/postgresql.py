@@ -68,12 +68,18 @@ def _utc(dbapi_connection: Any, _record: Any = None) -> None:
 
 class PostgresDialect(Dialect):
     name = "postgresql"
+    #: postgres:// is what many hosting platforms hand out (Heroku's DATABASE_URL, say);
+    #: SQLAlchemy stopped reading it as PostgreSQL in 1.4.
+    aliases = ("postgresql", "postgres")
     one_statement_autocommit = True
     upsert_insert = staticmethod(pg.insert)
 
     def normalize_url(self, url: sa.URL) -> sa.URL:
+        backend, plus, driver = url.drivername.partition("+")
+        if backend == "postgres":
+            url = url.set(drivername=f"postgresql{plus}{driver}")
         # psycopg 3 is the driver jobq ships with; plain postgresql:// means it.
-        if url.drivername in ("postgresql", "postgres"):
+        if url.drivername == "postgresql":
             return url.set(drivername="postgresql+psycopg")
         return url
 

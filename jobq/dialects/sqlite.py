@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -18,6 +18,7 @@ from jobq.dialects.base import (
     READ_ONLY,
     Dialect,
 )
+from jobq.errors import DatabaseNotFound
 from jobq.prepared import RowReader
 from jobq.schema import tasks
 
@@ -59,6 +60,41 @@ def _database_file(filename: str, uri: bool) -> str | None:
     return None if filename in ("", ":memory:") else filename
 
 
+def _without_creating(filename: str, uri: bool) -> str | None:
+    """The SQLite URI that opens ``filename`` (read as ``sqlite3.connect`` reads it) only
+    if it exists (mode=rw, https://sqlite.org/uri.html); None where no file is opened
+    (memory) or the URI names a mode of its own."""
+    if _database_file(filename, uri) is None:
+        return None
+    if not (uri and filename.startswith("file:")):
+        return f"file:{quote(os.path.abspath(filename))}?mode=rw"
+    parts = urlsplit(filename)
+    if "mode" in parse_qs(parts.query):
+        return None
+    return parts._replace(query="&".join(filter(None, [parts.query, "mode=rw"]))).geturl()
+
+
+def _connect_existing(dialect: Any, _record: Any, cargs: list[Any], cparams: dict[str, Any]) -> Any:
+    """do_connect: a connection to the database file only if it exists; else DatabaseNotFound.
+
+    sqlite3.connect creates a missing file, empty: a worker or an enqueue on a mistyped
+    path, or before `jobq migrate`, would leave one behind. Only migrate creates it
+    (SQLiteDialect.create_missing).
+    """
+    filename, uri = str(cargs[0]), bool(cparams.get("uri"))
+    existing = _without_creating(filename, uri)
+    if existing is None:
+        return None  # SQLAlchemy connects as it would have
+    dbapi = dialect.loaded_dbapi
+    try:
+        return dbapi.connect(existing, *cargs[1:], **{**cparams, "uri": True})
+    except dbapi.OperationalError:
+        path = _database_file(filename, uri)
+        if path is not None and not os.path.exists(path):
+            raise DatabaseNotFound(path=os.path.abspath(path)) from None
+        raise
+
+
 def _on_connect(dbapi_connection: Any, _record: Any) -> None:
     # Stop the sqlite3 module from issuing its own BEGIN; _on_begin issues ours.
     dbapi_connection.isolation_level = None
@@ -89,6 +125,8 @@ class SQLiteDialect(Dialect):
         return {"connect_args": {"timeout": 30}}
 
     def configure_engine(self, engine: Engine) -> None:
+        if not event.contains(engine, "do_connect", _connect_existing):
+            event.listen(engine, "do_connect", _connect_existing)
         if not event.contains(engine, "connect", _on_connect):
             event.listen(engine, "connect", _on_connect)
         if not event.contains(engine, "begin", _on_begin):
@@ -102,6 +140,12 @@ class SQLiteDialect(Dialect):
         if path is None or os.path.exists(path):
             return None
         return os.path.abspath(path)
+
+    def create_missing(self, engine: Engine) -> None:
+        args, options = engine.dialect.create_connect_args(engine.url)
+        if self.missing_file(engine) is not None:
+            # A connection of the driver's own, not the engine's: those never create one.
+            engine.dialect.loaded_dbapi.connect(*args, **options).close()
 
     def raw_connections_ok(self, engine: Engine) -> bool:
         # An in-memory database lives in its one pooled connection; never take it away.

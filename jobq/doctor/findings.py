@@ -19,6 +19,11 @@ class Thresholds:
     min_dead_rows: int = 1000
     #: Seconds since a table with at least min_dead_rows dead rows was last vacuumed.
     max_vacuum_age: float = 86400.0
+    #: Rows from which a table never analysed needs attention. Autovacuum analyses a table
+    #: once 50 rows and 10% of it have changed (autovacuum_analyze_threshold and
+    #: _scale_factor), so a table it never analysed is one that stayed below that, or one
+    #: it does not reach; below this many rows no plan of jobq's can go far wrong.
+    min_analyze_rows: int = 1000
     #: The estimated fraction of an index's pages that hold nothing ...
     max_index_bloat: float = 0.5
     #: ... for indexes of at least this many bytes.

@@ -118,10 +118,11 @@ def _vacuum_advice(table: TableReading, remedies: Remedies) -> str:
 
 
 def never_analyzed(readings: Readings, limits: Thresholds) -> CheckResult | None:
-    """Each table that holds rows: was it ever analysed?"""
+    """Each table of min_analyze_rows or more: was it ever analysed?"""
     if readings.tables is None:
         return None
     findings = []
+    least = limits.min_analyze_rows
     for table in readings.tables:
         rows: float | None
         if table.live_rows > 0:
@@ -133,11 +134,18 @@ def never_analyzed(readings: Readings, limits: Thresholds) -> CheckResult | None
             rows, evidence = None, f"it takes {table.pages:,} pages on disk"
         else:
             rows, evidence = 0, ""
-        ok = table.analyzed or not evidence
+        # Rows not counted: every page in use holds one row at least.
+        big = (table.pages if rows is None else rows) >= least
+        ok = table.analyzed or not evidence or not big
         if table.analyzed:
             explanation = "analysed."
-        elif ok:
+        elif not evidence:
             explanation = "empty: nothing to analyse yet."
+        elif ok:
+            explanation = (
+                f"never analysed, but {evidence}: fewer than {least:,} rows, too few for a "
+                "plan to go far wrong."
+            )
         else:
             explanation = (
                 f"{table.name} has never been analysed, though {evidence}: the planner "
@@ -155,7 +163,7 @@ def never_analyzed(readings: Readings, limits: Thresholds) -> CheckResult | None
                 subject=f"table {table.name}",
                 ok=ok,
                 value=rows,
-                threshold=None,
+                threshold=least,
                 unit="rows",
                 explanation=explanation,
                 advice=advice,
@@ -164,10 +172,11 @@ def never_analyzed(readings: Readings, limits: Thresholds) -> CheckResult | None
                     "estimated_rows": table.estimated_rows,
                     "pages": table.pages,
                     "analyzed": table.analyzed,
+                    "min_analyze_rows": least,
                 },
             )
         )
-    description = "tables holding rows that were never analysed"
+    description = f"tables of {least:,}+ rows never analysed"
     return judged("never_analyzed", description, findings, "table")
 
 

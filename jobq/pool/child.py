@@ -27,7 +27,7 @@ from multiprocessing.connection import Connection
 from types import FrameType
 
 from jobq import executor, logs
-from jobq.app import load_app
+from jobq.app_loading import load_app
 from jobq.executor import Outcome
 from jobq.lifecycle.in_task import PROGRESS
 from jobq.pool import fork_server, wire

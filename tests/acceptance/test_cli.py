@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import re
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import pytest
 import sqlalchemy as sa
 
 import jobq
+from jobq.cli.json_output import RENAMED
 from jobq.durations import MAX_SECONDS, format_duration, parse_duration
 from jobq.schema import workers
 from tests.helpers import all_rows, set_columns
@@ -91,10 +93,10 @@ def usage_error(done: Done) -> str:
 
 
 def failure(done: Done) -> str:
-    """The only line (bar the progress label) of a command that failed with status 1."""
+    """The only line of a command that failed with status 1."""
     assert done.returncode == 1, (done.args, done.stdout, done.stderr)
     assert done.stdout == ""
-    lines = [line for line in done.stderr.splitlines() if line != "enqueueing"]
+    lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
     return lines[0]
 
@@ -202,7 +204,8 @@ def test_enqueue_file_enqueues_every_line_in_order(
     done = cli(db_url, "enqueue", "--file", "tasks.jsonl")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "enqueued 6 tasks\n"  # the two "day-1" lines are one task
-    assert "enqueueing" in done.stderr and "Traceback" not in done.stderr
+    # stderr is a pipe here: no progress (test_enqueue_file_shows_progress_on_a_terminal).
+    assert "enqueueing" not in done.stderr and "Traceback" not in done.stderr
 
     rows = all_rows(store)
     assert [(r["name"], r["args"], r["queue_id"], r["priority"]) for r in rows] == [
@@ -218,6 +221,40 @@ def test_enqueue_file_enqueues_every_line_in_order(
     assert all(delay == 0 for delay in delays[:2] + delays[4:])
     assert [r["unique_key"] for r in rows] == [None] * 4 + ["day-1", None]
     assert [r["retries_left"] for r in rows] == [3, 3, 3, 3, 0, 3]
+
+
+@sqlite_only
+def test_enqueue_file_shows_progress_on_a_terminal(
+    cli: Cli, db_url: str, tmp_path: Path, store: jobq.Store
+) -> None:
+    """Progress only where someone watches: with stderr on a terminal (a pseudo-terminal
+    here) the bar is drawn; in a pipe or a log nothing is (the test above)."""
+    (tmp_path / "tasks.jsonl").write_text('{"name": "a"}\n{"name": "b"}\n')
+    main, terminal = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "jobq.cli", "enqueue", "--file", "tasks.jsonl",
+             "--database-url", db_url],
+            cwd=tmp_path, env=cli.env, stdout=subprocess.PIPE, stderr=terminal, text=True,
+            timeout=60,
+        )  # fmt: skip
+        os.close(terminal)
+        shown = b""
+        while chunk := _read_pty(main):
+            shown += chunk
+    finally:
+        os.close(main)
+    assert (done.returncode, done.stdout) == (0, "enqueued 2 tasks\n")
+    assert b"enqueueing" in shown, shown
+    assert len(all_rows(store)) == 2
+
+
+def _read_pty(fd: int) -> bytes:
+    """What is left to read of a pseudo-terminal whose other end is closed; b"" at its end."""
+    try:
+        return os.read(fd, 4096)
+    except OSError:  # EIO: the other end is closed and all was read
+        return b""
 
 
 @sqlite_only
@@ -372,7 +409,9 @@ def test_show_prints_every_field_with_args_and_result_as_json(
     done = cli(db_url, "show", str(task_id))
     assert done.returncode == 0, done.stderr
     shown = dict(line.split(None, 1) for line in done.stdout.splitlines())
-    assert list(shown) == [field.name for field in fields(jobq.Task)]
+    # Each field under the name --json gives it: "queue", not queue_id.
+    assert list(shown) == [RENAMED.get(field.name, field.name) for field in fields(jobq.Task)]
+    assert shown["queue"] == "default" and "queue_id" not in shown
     assert json.loads(shown["args"]) == {"numbers": [1, 2], "label": "é"}
     assert json.loads(shown["result"]) == {"ok": True, "sum": 3}
     assert (shown["id"], shown["name"], shown["status"], shown["attempt"]) == (

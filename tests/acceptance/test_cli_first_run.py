@@ -96,12 +96,30 @@ def test_after_jobq_migrate_every_reading_command_works(cli: Cli, tmp_path: Path
     assert failure(outcomes[-1]) == "error: no task with id 1"
 
 
-def test_enqueue_still_creates_its_database(cli: Cli, tmp_path: Path) -> None:
-    """A writing command is unchanged: it opens (creating) the file, then asks for a
-    migration, as it always did."""
-    done = cli("sqlite:///new.db", "enqueue", "a")
-    assert failure(done).endswith("; run `jobq migrate`.")
-    assert files_in(tmp_path) == ["new.db"]
+#: Commands that write, but only to a migrated database: none of them creates the file.
+APP = ["--app", "tests.apps.defined:app"]
+WRITING = [
+    ["enqueue", "a"],
+    ["enqueue", "nap", "--kwargs", '{"seconds": 1}', *APP],
+    ["worker", "--burst", *APP],
+]
+
+
+def test_writing_commands_before_jobq_migrate_create_no_database(cli: Cli, tmp_path: Path) -> None:
+    """Only `jobq migrate` creates the file: a worker or an enqueue run before it says to
+    run it, and leaves nothing behind (as the reading commands do)."""
+    for url, path in [
+        ("sqlite:///new.db", tmp_path.resolve() / "new.db"),
+        (None, tmp_path.resolve() / "jobq.db"),
+        ("sqlite:///file:new.db?uri=true", tmp_path.resolve() / "new.db"),
+    ]:
+        for args, done in zip(WRITING, cli.many(url, WRITING), strict=True):
+            assert failure(done) == not_found(path), (url, args)
+        assert files_in(tmp_path) == [], url
+    assert cli("sqlite:///new.db", "migrate").returncode == 0
+    written = cli("sqlite:///new.db", "enqueue", "a")
+    assert written.returncode == 0 and written.stdout == "1\n", written.stderr
+    assert "new.db" in files_in(tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -135,3 +153,18 @@ def test_require_existing_raises_database_not_found(tmp_path: Path) -> None:
         database.require_existing()
     database.dispose()
     assert not os.path.exists(tmp_path / "gone.db")
+
+
+def test_a_store_before_migrate_raises_database_not_found_and_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    """The library alike: only Store.migrate creates the file."""
+    store = jobq.Store(f"sqlite:///{tmp_path / 'early.db'}")
+    try:
+        with pytest.raises(jobq.DatabaseNotFound, match=r"early\.db' does not exist"):
+            store.enqueue("a", {})
+        assert files_in(tmp_path) == []
+        store.migrate()
+        assert store.enqueue("a", {}) == 1
+    finally:
+        store.dispose()

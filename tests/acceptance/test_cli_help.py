@@ -93,3 +93,25 @@ def test_a_cluster_id_out_of_range_is_a_usage_error(cluster: str) -> None:
     assert "Invalid value for '--tigerbeetle-cluster'" in result.stderr
     if cluster != "x":
         assert "is not in the range 0 to 2^128-1." in result.stderr
+
+
+#: What each command that loads an app needs besides it, to get as far as loading it.
+NEEDS_BESIDES_APP = {"enqueue": ["a_task"]}
+LOADING_AN_APP = [
+    (name, command)
+    for name, command in commands(main)
+    if any(isinstance(param, click.Option) and "--app" in param.opts for param in command.params)
+]
+
+
+def test_the_commands_that_load_an_app_are_found() -> None:
+    assert {name for name, _ in LOADING_AN_APP} >= {"worker", "enqueue"}
+
+
+@pytest.mark.parametrize(("name", "command"), LOADING_AN_APP)
+def test_every_command_taking_app_reads_jobq_app(name: str, command: click.Command) -> None:
+    """`export JOBQ_APP=...` stands for --app in every command that takes one."""
+    args = [*name.split(), *NEEDS_BESIDES_APP.get(name, [])]
+    result = CliRunner().invoke(main, args, env={"JOBQ_APP": NO_APP})
+    assert result.exit_code == 1, (name, result.output)
+    assert f"Cannot load the app {NO_APP!r}" in result.stderr, (name, result.stderr)

@@ -162,6 +162,27 @@ def test_list_filters_by_status_and_queue_and_limits(
     assert document(nothing) == []
 
 
+def test_list_filters_by_name_as_text_and_as_json(cli: Cli, db_url: str, store: jobq.Store) -> None:
+    first = store.enqueue("send", {}, queue="emails")
+    store.enqueue("sendall", {}, queue="emails")  # another name, though it starts alike
+    second = store.enqueue("send", {}, queue="default")
+    as_json, as_text, other_queue = cli.many(
+        db_url,
+        [["list", "--json", "--name", "send"], ["list", "--name", "send"],
+         ["list", "--json", "--name", "send", "--queue", "nowhere"]],
+    )  # fmt: skip
+    assert [(doc["id"], doc["name"]) for doc in document(as_json)] == [
+        (second, "send"), (first, "send"),
+    ]  # fmt: skip
+    assert (as_text.returncode, as_text.stderr) == (0, "")
+    header, *lines = as_text.stdout.splitlines()
+    assert header.split()[:3] == ["id", "queue", "name"]
+    assert [line.split()[:3] for line in lines] == [
+        [str(second), "default", "send"], [str(first), "emails", "send"],
+    ]  # fmt: skip
+    assert document(other_queue) == []
+
+
 def test_show_of_an_unknown_id_is_the_same_error(cli: Cli, db_url: str) -> None:
     as_json, as_text = cli.many(db_url, [["show", "123", "--json"], ["show", "123"]])
     assert failure(as_json) == failure(as_text) == "error: no task with id 123"

@@ -547,6 +547,10 @@ def test_list_tasks_newest_first_with_filters(store: jobq.Store) -> None:
     assert store.list_tasks(status=Status.DONE)[0].result == 7
     assert [t.id for t in store.list_tasks(status="queued", queue="a", limit=1)] == [c]
     assert store.list_tasks(status="failed") == []
+    other = store.enqueue("u", {}, queue="a")
+    assert [t.id for t in store.list_tasks(name="t")] == [c, b, a]
+    assert [t.id for t in store.list_tasks(name="u", queue="a", status="queued")] == [other]
+    assert store.list_tasks(name="u", queue="b") == []
 
 
 def test_retry_requeues_failed_and_cancelled_tasks_once(store: jobq.Store) -> None:

@@ -72,7 +72,7 @@ def usage_error(result: Result) -> str:
 def failure(result: Result) -> str:
     """The one ``error:`` line of a command that failed with status 1."""
     assert result.exit_code == 1, (result.exit_code, result.output)
-    lines = [line for line in result.stderr.splitlines() if line.strip() != "enqueueing"]
+    lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     return one_line(lines[0])
 

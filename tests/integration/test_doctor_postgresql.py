@@ -140,6 +140,41 @@ def test_a_fresh_database_is_healthy(url: str, database: Database) -> None:
     assert "All 8 checks OK." in result.stdout
 
 
+def test_tables_too_small_to_matter_are_not_asked_to_be_analysed(
+    url: str, database: Database
+) -> None:
+    """A freshly migrated database holding a few rows that autovacuum never analyses (it
+    waits for 50 changed rows): all is well; from --min-analyze-rows rows, it is not."""
+    doctor = ["doctor", "--database-url", url]
+    with autocommit(database) as conn:
+        conn.exec_driver_sql("ALTER TABLE jobq_tasks SET (autovacuum_enabled = false)")
+        fill(conn, 33)
+        flush_statistics(conn)
+        diagnosis = diagnose(database)
+        small = finding(diagnosis, "never_analyzed", "table jobq_tasks")
+        assert (small.ok, small.value, small.threshold) == (True, 33, 1000)
+        assert small.details["analyzed"] is False
+        assert small.explanation == (
+            "never analysed, but the statistics count 33 live rows: fewer than 1,000 rows, "
+            "too few for a plan to go far wrong."
+        )
+        never = [c for c in diagnosis.checks if c.name == "never_analyzed"]
+        assert [f.ok for f in never[0].findings] == [True] * len(never[0].findings)
+        healthy = CliRunner().invoke(main, doctor)
+        assert healthy.exit_code == 0, healthy.output
+        lower = CliRunner().invoke(main, [*doctor, "--min-analyze-rows", "33"])
+        assert lower.exit_code == 1, lower.output
+        assert "jobq_tasks has never been analysed" in lower.stdout
+
+        fill(conn, 1000 - 33)
+        flush_statistics(conn)
+        large = CliRunner().invoke(main, doctor)
+        assert large.exit_code == 1, large.output
+        assert "jobq_tasks has never been analysed, though the statistics count 1,000" in (
+            large.stdout
+        )
+
+
 def test_dead_rows_an_old_vacuum_and_a_table_never_analysed(database: Database) -> None:
     with autocommit(database) as conn:
         conn.exec_driver_sql("ALTER TABLE jobq_tasks SET (autovacuum_enabled = false)")
