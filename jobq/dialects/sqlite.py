@@ -124,9 +124,13 @@ class SQLiteDialect(Dialect):
     def engine_options(self, url: sa.URL) -> dict[str, Any]:
         return {"connect_args": {"timeout": 30}}
 
-    def configure_engine(self, engine: Engine) -> None:
+    def configure_own_engine(self, engine: Engine) -> None:
+        # Only on engines jobq made: an application's own engine creating its file is its
+        # own business (it may create its tables before jobq's).
         if not event.contains(engine, "do_connect", _connect_existing):
             event.listen(engine, "do_connect", _connect_existing)
+
+    def configure_engine(self, engine: Engine) -> None:
         if not event.contains(engine, "connect", _on_connect):
             event.listen(engine, "connect", _on_connect)
         if not event.contains(engine, "begin", _on_begin):

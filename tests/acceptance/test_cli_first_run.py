@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 import jobq
 from jobq.database import Database
@@ -168,3 +169,19 @@ def test_a_store_before_migrate_raises_database_not_found_and_creates_nothing(
         assert store.enqueue("a", {}) == 1
     finally:
         store.dispose()
+
+
+def test_an_applications_own_engine_still_creates_its_file(tmp_path: Path) -> None:
+    """An engine the application passed in is its own: jobq does not stop it creating its
+    SQLite file (it may create its own tables there before jobq's)."""
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'app.db'}")
+    store = jobq.Store(engine)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text("CREATE TABLE accounts (id INTEGER PRIMARY KEY)"))
+        assert "app.db" in files_in(tmp_path)
+        store.migrate()
+        assert store.enqueue("a", {}) == 1
+    finally:
+        store.dispose()
+        engine.dispose()
