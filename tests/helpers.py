@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import sqlalchemy as sa
@@ -30,3 +31,21 @@ def set_columns(store: jobq.Store, task_id: int, **values: Any) -> None:
     """Write columns of one row directly, to build states the API reaches only slowly."""
     with store.engine.begin() as conn:
         conn.execute(sa.update(tasks).where(tasks.c.id == task_id).values(**values))
+
+
+def hears_its_enqueues(store: jobq.Store) -> bool:
+    """Whether ``store`` listens (its LISTEN connection, wherever its listen URL points)
+    and hears the enqueues it makes to queue ``wake``."""
+    heard = threading.Event()
+    stop = threading.Event()
+    try:
+        if not store.listen(lambda queues: queues and "wake" in queues and heard.set(), stop):
+            return False
+        # The first notification (None) says the LISTEN is in place; enqueue until heard.
+        for _ in range(100):
+            store.enqueue("t", {}, queue="wake")
+            if heard.wait(0.2):
+                return True
+        return False
+    finally:
+        stop.set()

@@ -15,14 +15,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 from click.testing import CliRunner
 
 import jobq
 from jobq.cli import common, main
 from tests.acceptance.test_cli import Cli
-from tests.acceptance.test_worker_outage import Forwarder
 from tests.acceptance.test_worker_processes import wait_until
+from tests.forwarder import Forwarder, forwarding
 from tests.integration.test_database_errors import end_sessions
 
 pytestmark = [pytest.mark.slow, pytest.mark.parametrize("backend", ["postgresql", "mysql"])]
@@ -34,10 +33,8 @@ ROUNDS = 3
 
 @pytest.fixture
 def forwarder(db_url: str) -> Iterator[Forwarder]:
-    url = sa.make_url(db_url)
-    forwarder = Forwarder(url.host or "127.0.0.1", url.port or 5432)
-    yield forwarder
-    forwarder.close()
+    with forwarding(db_url) as forwarder:
+        yield forwarder
 
 
 def commands(task_id: int) -> list[list[str]]:
@@ -49,14 +46,12 @@ def test_reading_commands_wait_out_a_short_outage(
     db_url: str, store: jobq.Store, forwarder: Forwarder, tmp_path: Path
 ) -> None:
     task_id = store.enqueue("reports.build", {"day": 1})
-    through = sa.make_url(db_url).set(host="127.0.0.1", port=forwarder.port)
     cli = Cli(tmp_path)
     with ThreadPoolExecutor(max_workers=1) as pool:
         for _ in range(ROUNDS):
             forwarder.cut()
             refused = forwarder.refused
-            url = through.render_as_string(hide_password=False)
-            running = pool.submit(cli.many, url, commands(task_id))
+            running = pool.submit(cli.many, forwarder.url(db_url), commands(task_id))
             # Each command has been refused at least once (without patience, it failed then).
             wait_until(lambda: forwarder.refused >= refused + len(READING))  # noqa: B023
             forwarder.restore()

@@ -11,16 +11,12 @@ seconds: giving back has a hard deadline.
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import suppress
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
 import jobq
 from jobq import Status
@@ -39,6 +35,7 @@ from tests.acceptance.test_hostile_tasks import (  # noqa: F401 (fixtures)
 )
 from tests.acceptance.test_worker_processes import wait_until
 from tests.apps import hostile
+from tests.forwarder import Forwarder, forwarding
 
 pytestmark = pytest.mark.slow
 
@@ -114,69 +111,20 @@ def test_a_second_sigint_gives_the_run_back_then_exits(
     assert (task.status, task.attempt, task.result) == (Status.DONE, 2, 2), state(store, task_id)
 
 
-class Hang:
-    """Forwards 127.0.0.1:``port`` to ``host``:``target_port`` until ``hang()``: from then
-    on nothing passes, either way, on open connections or new ones (held, never answered),
-    as with a database server that stopped answering."""
-
-    def __init__(self, host: str, target_port: int) -> None:
-        self.target = (host, target_port)
-        self.hanging = threading.Event()
-        self._sockets: list[socket.socket] = []
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = int(self._listener.getsockname()[1])
-        threading.Thread(target=self._accept, name="hang", daemon=True).start()
-
-    def hang(self) -> None:
-        self.hanging.set()
-
-    def close(self) -> None:
-        self._listener.close()
-        for sock in self._sockets:
-            with suppress(OSError):
-                sock.close()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return  # closed by close()
-            self._sockets.append(client)
-            if self.hanging.is_set():
-                continue  # held open, never answered
-            server = socket.create_connection(self.target, timeout=5)
-            server.settimeout(None)
-            self._sockets.append(server)
-            for source, sink in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
-
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
-        with suppress(OSError):
-            while data := source.recv(65536):
-                if not self.hanging.is_set():
-                    sink.sendall(data)
-
-
 @pytest.fixture
-def hang(db_url: str) -> Iterator[Hang]:
-    url = sa.make_url(db_url)
-    forwarder = Hang(url.host or "127.0.0.1", url.port or 5432)
-    yield forwarder
-    forwarder.close()
+def hang(db_url: str) -> Iterator[Forwarder]:
+    with forwarding(db_url) as forwarder:
+        yield forwarder
 
 
 @pytest.mark.parametrize("backend", ["postgresql", "mysql"])  # a server to stop answering
 def test_a_second_sigint_exits_within_its_deadline_when_the_database_hangs(
     store: jobq.Store,  # noqa: F811
     db_url: str,
-    hang: Hang,
+    hang: Forwarder,
     tmp_path: Path,
 ) -> None:
-    through = sa.make_url(db_url).set(host="127.0.0.1", port=hang.port)
-    hanging = Workers(
-        "tests.apps.hostile:app", through.render_as_string(hide_password=False), tmp_path
-    )
+    hanging = Workers("tests.apps.hostile:app", hang.url(db_url), tmp_path)
     task_id = hostile.long_first.enqueue(seconds=600)
     worker = hanging.start("--concurrency", "2", "--grace", "60")
     try:

@@ -1,8 +1,8 @@
 """A `jobq worker` that loses its database and gets it back says so once each way.
 
-The worker reaches the server through a TCP forwarder written here: cutting it resets
-every connection through it and refuses new ones, as a failed network does, while the
-real server stays up for the other tests. The worker's log must hold one WARNING when
+The worker reaches the server through a TCP forwarder (tests/forwarder.py): cutting it
+resets every connection through it and refuses new ones, as a failed network does, while
+the real server stays up for the other tests. The worker's log must hold one WARNING when
 the outage starts and one INFO when it ends, whatever part of the worker noticed (the
 capture loop, recording an outcome, the LISTEN thread), and nothing else about it: no
 "will retry" line per poll, no traceback, no line that is not a log record of its own.
@@ -12,19 +12,15 @@ from __future__ import annotations
 
 import re
 import signal
-import socket
-import struct
-import threading
 from collections.abc import Iterator
-from contextlib import suppress
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
 import jobq
 from jobq import Status
 from tests.acceptance.test_worker_processes import wait_until
+from tests.forwarder import Forwarder, forwarding
 from tests.worker_processes import Worker, Workers
 
 pytestmark = [pytest.mark.slow, pytest.mark.parametrize("backend", ["postgresql", "mysql"])]
@@ -36,73 +32,6 @@ RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|
 REFUSALS_PER_OUTAGE = 30
 
 
-class Forwarder:
-    """Forwards 127.0.0.1:``port`` to ``host``:``target_port`` until cut; restore() reopens."""
-
-    def __init__(self, host: str, target_port: int) -> None:
-        self.target = (host, target_port)
-        self.open = threading.Event()
-        self.open.set()
-        #: Connections reset on arrival while cut.
-        self.refused = 0
-        self._pairs: list[tuple[socket.socket, socket.socket]] = []
-        self._lock = threading.Lock()
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = int(self._listener.getsockname()[1])
-        threading.Thread(target=self._accept, name="forwarder", daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return  # closed by close()
-            if not self.open.is_set():
-                with self._lock:
-                    self.refused += 1
-                _reset(client)
-                continue
-            server = socket.create_connection(self.target, timeout=5)
-            server.settimeout(None)
-            with self._lock:
-                self._pairs.append((client, server))
-            for source, sink in ((client, server), (server, client)):
-                threading.Thread(target=_pump, args=(source, sink), daemon=True).start()
-
-    def cut(self) -> None:
-        """Reset every connection through it; refuse new ones until restore()."""
-        self.open.clear()
-        with self._lock:
-            pairs, self._pairs = self._pairs, []
-        for pair in pairs:
-            for sock in pair:
-                _reset(sock)
-
-    def restore(self) -> None:
-        self.open.set()
-
-    def close(self) -> None:
-        self.cut()
-        self._listener.close()
-
-
-def _pump(source: socket.socket, sink: socket.socket) -> None:
-    with suppress(OSError):
-        while data := source.recv(65536):
-            sink.sendall(data)
-    _reset(sink)
-
-
-def _reset(sock: socket.socket) -> None:
-    """Close with a TCP reset, as a failing network does, not a polite FIN."""
-    with suppress(OSError):
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    with suppress(OSError):
-        sock.shutdown(socket.SHUT_RDWR)
-    with suppress(OSError):
-        sock.close()
-
-
 @pytest.fixture
 def store(db_url: str) -> Iterator[jobq.Store]:
     store = jobq.Store(db_url)
@@ -112,19 +41,14 @@ def store(db_url: str) -> Iterator[jobq.Store]:
 
 @pytest.fixture
 def forwarder(db_url: str) -> Iterator[Forwarder]:
-    url = sa.make_url(db_url)
-    forwarder = Forwarder(url.host or "127.0.0.1", url.port or 5432)
-    yield forwarder
-    forwarder.close()
+    with forwarding(db_url) as forwarder:
+        yield forwarder
 
 
 @pytest.fixture
 def workers(db_url: str, forwarder: Forwarder, tmp_path: Path) -> Iterator[Workers]:
     """Workers of the mixed test app, reaching the database through ``forwarder``."""
-    through = sa.make_url(db_url).set(host="127.0.0.1", port=forwarder.port)
-    started = Workers(
-        "tests.apps.mixed:app", through.render_as_string(hide_password=False), tmp_path
-    )
+    started = Workers("tests.apps.mixed:app", forwarder.url(db_url), tmp_path)
     yield started
     started.kill_all()
 

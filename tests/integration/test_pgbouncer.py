@@ -26,6 +26,7 @@ from jobq.errors import NeedsSession
 from jobq.locks import AdvisoryLock, Lease, Mutex
 from tests import pgbouncer_server
 from tests.conftest import _drop_jobq_tables, missing
+from tests.helpers import hears_its_enqueues
 
 pytestmark = pytest.mark.slow
 
@@ -133,18 +134,9 @@ def test_listen_goes_to_the_listen_url(
 ) -> None:
     """Given the server's own URL to listen on, a pooled Store hears enqueues there."""
     store = jobq.Store(bouncer.pooled_url, listen_url=bouncer.direct_url)
-    heard = threading.Event()
-    stop = threading.Event()
     try:
-        assert store.listen(lambda queues: queues and "wake" in queues and heard.set(), stop)
-        # The first notification (None) says the LISTEN is in place; enqueue until heard.
-        for _ in range(100):
-            store.enqueue("t", {}, queue="wake")
-            if heard.wait(0.2):
-                break
-        assert heard.is_set()
+        assert hears_its_enqueues(store)
     finally:
-        stop.set()
         store.dispose()
 
 

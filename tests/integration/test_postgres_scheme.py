@@ -4,7 +4,6 @@ $JOBQ_DATABASE_URL. On the real server."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ import sqlalchemy as sa
 
 import jobq
 from tests.acceptance.test_cli import Cli
+from tests.helpers import hears_its_enqueues
 
 
 def as_postgres_scheme(url: str, driver: str = "") -> str:
@@ -44,18 +44,9 @@ def test_a_store_on_a_postgres_url_enqueues_and_reads(postgres_db: str, driver: 
 
 def test_a_postgres_listen_url_hears_enqueues(postgres_db: str) -> None:
     store = jobq.Store(postgres_db, listen_url=as_postgres_scheme(postgres_db))
-    heard = threading.Event()
-    stop = threading.Event()
     try:
-        assert store.listen(lambda queues: queues and "wake" in queues and heard.set(), stop)
-        # The first notification (None) says the LISTEN is in place; enqueue until heard.
-        for _ in range(100):
-            store.enqueue("t", {}, queue="wake")
-            if heard.wait(0.2):
-                break
-        assert heard.is_set()
+        assert hears_its_enqueues(store)
     finally:
-        stop.set()
         store.dispose()
 
 
