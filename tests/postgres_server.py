@@ -1,4 +1,5 @@
-"""A private PostgreSQL server for the chaos tests, which restart it under running workers.
+"""A private PostgreSQL server for the tests that restart it under running workers (chaos,
+waiters across restarts).
 
 It is a real cluster made by the machine's own `initdb` in a temporary directory,
 listening on a free loopback port, so restarting it disturbs no other test or user of
@@ -19,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from tests.tigerbeetle_server import free_port
 
@@ -104,3 +106,17 @@ def running(programs: Path) -> Iterator[PostgresServer]:
             server.stop()
         finally:
             shutil.rmtree(server.directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def private_server() -> Iterator[PostgresServer]:
+    """A private PostgreSQL server for a test module, stopped after it; CI requires one as
+    it requires the shared server."""
+    from tests.conftest import missing
+
+    programs = bindir()
+    if programs is None:
+        missing("postgresql")
+    assert programs is not None
+    with running(programs) as server:
+        yield server

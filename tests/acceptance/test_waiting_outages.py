@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,6 @@ from jobq.lifecycle import waiting
 from jobq.schema import tasks
 from tests import postgres_server
 from tests.acceptance.test_worker_processes import wait_until
-from tests.conftest import missing
 from tests.integration.test_database_errors import end_sessions, server_ids
 from tests.worker_processes import Workers
 
@@ -113,14 +112,8 @@ def outlive(
         assert waiters.results() == [i + 1000 for i in range(2 * EACH)]
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[postgres_server.PostgresServer]:
-    """A private PostgreSQL server, restarted by the test; required as the shared one is."""
-    programs = postgres_server.bindir()
-    if programs is None:
-        missing("postgresql")
-    with postgres_server.running(programs) as server:  # type: ignore[arg-type]
-        yield server
+#: A private PostgreSQL server for the module (a fixture).
+server = postgres_server.private_server
 
 
 def test_waiters_outlive_fast_restarts_of_postgresql(

@@ -10,28 +10,20 @@ changes the number of tasks (benchmarks/soak.py runs the same scenario for longe
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests import postgres_server
 from tests.chaos import scenario
-from tests.conftest import missing
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 TASKS = int(os.environ.get("JOBQ_CHAOS_TASKS", "20000"))
 WORKERS = 6
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[postgres_server.PostgresServer]:
-    """A private PostgreSQL server; CI requires one as it requires the shared server."""
-    programs = postgres_server.bindir()
-    if programs is None:
-        missing("postgresql")
-    with postgres_server.running(programs) as server:  # type: ignore[arg-type]
-        yield server
+#: A private PostgreSQL server for the module (a fixture).
+server = postgres_server.private_server
 
 
 def assert_nothing_lost_or_held(report: scenario.Report) -> None:
