@@ -129,6 +129,10 @@ def holds_idle(store: jobq.Store) -> bool:
     return bool(store.db._idle)
 
 
+#: MariaDB's error for a KILL of a session that no longer exists (ER_NO_SUCH_THREAD).
+UNKNOWN_THREAD_ID = 1094
+
+
 def end_sessions(store: jobq.Store, ids: list[int]) -> None:
     """End those sessions from the server's side (as a restart or a timeout would), from
     a connection of another engine (the Store's pool would hand out one of those)."""
@@ -138,7 +142,13 @@ def end_sessions(store: jobq.Store, ids: list[int]) -> None:
             if store.dialect.name == "postgresql":
                 admin.exec_driver_sql(f"SELECT pg_terminate_backend({int(session)})")
             else:
-                admin.exec_driver_sql(f"KILL {int(session)}")
+                try:
+                    admin.exec_driver_sql(f"KILL {int(session)}")
+                except sa.exc.OperationalError as error:
+                    # It ended by itself since it was listed (a connection closed after
+                    # use, or one the pool let go): "Unknown thread id".
+                    if error.orig is None or error.orig.args[0] != UNKNOWN_THREAD_ID:
+                        raise
     admin_engine.dispose()
 
 
