@@ -424,7 +424,10 @@ def test_enqueue_async_keeps_the_loop_running_while_the_database_blocks_it(
 
     took, gap = asyncio.run(enqueue(asynchronously=True))
     assert took > HOLD * 0.6, f"the lock did not block the enqueue ({took:.3f} s)"
-    assert gap < LOOP_GAP, f"the loop stalled for {gap * 1000:.0f} ms"
+    # Held up by the lock, the loop would stall for most of HOLD (as the plain enqueue
+    # below does); LOOP_GAP's quarter second was passed once beside a loaded machine
+    # (358 ms, MariaDB, load 7 on 2 cores), a scheduling pause, not a blocked loop.
+    assert gap < HOLD / 2, f"the loop stalled for {gap * 1000:.0f} ms"
     # The same lock does stall a loop that enqueues in it.
     took, gap = asyncio.run(enqueue(asynchronously=False))
     assert gap > HOLD * 0.6, f"a plain enqueue stalled the loop only {gap * 1000:.0f} ms"
