@@ -37,7 +37,7 @@ from benchmarks._sql import (
     connect_sqlite,
     status_counts,
 )
-from jobq.tasks import Completion, Status
+from jobq.db.tasks import Completion, Status
 
 # Values no real run has, so they can be found among the captured parameters.
 PROBE_ID = 987_654_321_987

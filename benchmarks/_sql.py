@@ -28,7 +28,7 @@ DEFAULT_POSTGRES_URL = os.environ.get(
     "JOBQ_TEST_POSTGRES_URL", "postgresql+psycopg://root@127.0.0.1:5432/test"
 )
 TABLE = "jobq_tasks"
-# Store.enqueue_many sends at most this many rows per statement (jobq.store._BATCH).
+# Store.enqueue_many sends at most this many rows per statement (jobq.core.store._BATCH).
 ENQUEUE_BATCH = 5000
 # What jobq's SQLite dialect runs on every new connection.
 SQLITE_PRAGMAS = (

@@ -64,7 +64,7 @@ from benchmarks._sql import (
     sqlite_url,
     status_counts,
 )
-from jobq.schema import tasks
+from jobq.db.schema import tasks
 
 TASK_NAME = "bench.task"
 WORKER = "bench-worker"
@@ -187,7 +187,7 @@ def _slot_containing(stmt: Statement, needle: str) -> str | int:
     return slots[0]
 
 
-# One encoder, as jobq.payload uses: compact separators, NaN refused.
+# One encoder, as jobq.db.payload uses: compact separators, NaN refused.
 _ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
 
 

@@ -31,7 +31,7 @@ import sqlalchemy as sa
 
 import jobq
 from benchmarks._sql import DEFAULT_POSTGRES_URL, drop_schema, in_schema, sqlite_url
-from jobq.tasks import as_utc
+from jobq.db.tasks import as_utc
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -34,7 +34,7 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 import sqlalchemy as sa  # noqa: E402
 
 import jobq  # noqa: E402
-from jobq.tasks import Completion  # noqa: E402
+from jobq.db.tasks import Completion  # noqa: E402
 
 DRIVERS = {"PyMySQL": ("pymysql", "pymysql"), "mysqlclient": ("mysqldb", "MySQLdb")}
 

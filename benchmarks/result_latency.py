@@ -49,8 +49,8 @@ from benchmarks._sql import (
     reset,
     sqlite_url,
 )
+from jobq.db.tasks import as_utc
 from jobq.lifecycle import waiting
-from jobq.tasks import as_utc
 
 ROOT = Path(__file__).resolve().parent.parent
 WARM_UP = 5  # rounds not measured: the worker's and the waiter's first statements

@@ -51,7 +51,7 @@ from benchmarks._sql import connect_postgres, git_state
 from benchmarks._table_stats import TableStats, mb, read_table
 from benchmarks.dashboard_pages import fill
 from benchmarks.exporter_counts import log
-from jobq.tasks import Completion, Status
+from jobq.db.tasks import Completion, Status
 
 DAY = 86400
 WORKER = "bench-retention:1"

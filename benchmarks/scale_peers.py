@@ -65,7 +65,7 @@ from benchmarks._drains import (
 )
 from benchmarks._sql import connect_postgres, drop_schema, git_state, in_schema, psycopg_conninfo
 from benchmarks.processes import cpu_ticks, spread
-from jobq.urls import parse_url
+from jobq.db.urls import parse_url
 
 HERE = Path(__file__).resolve().parent
 QUEUES = ("jobq", "pgqueuer")

@@ -59,7 +59,7 @@ from benchmarks._private_pg import BenchPostgres, machine_load, percentile, priv
 from benchmarks._sql import git_state
 from benchmarks._table_stats import TableStats, mb, read_table
 from benchmarks.exporter_counts import fill
-from jobq.tasks import Completion, Status
+from jobq.db.tasks import Completion, Status
 
 TASK = "bench.noop"
 WORKER = "bench-settings:1"

@@ -19,7 +19,7 @@ and divided by the batch's tasks, on ``--tasks`` queued no-op tasks ("bench.noop
 5. logging: the same with the worker's default logging (``jobq.logs.configure("info",
    "text")``, its handler writing to os.devnull), minus row 4: the two INFO lines a task;
 6. recording: ``Store.set_statuses`` of the batch's ends (DONE), and, on a line of its own
-   and not added to the total, the encoding alone (``jobq.run_end.encode_completions``).
+   and not added to the total, the encoding alone (``jobq.core.run_end.encode_completions``).
 
 Rows 1, 2 and 6 go batch after batch as a worker's turns do: capture, decode, record, so
 that no more than one batch is ever in progress (a capture that had to step over thousands
@@ -79,11 +79,12 @@ from benchmarks._sql import (
     status_counts,
 )
 from benchmarks.noop_app import app
-from jobq import executor, logs, run_end
-from jobq import store as store_module
-from jobq.registry import TaskDefinition
+from jobq import executor, logs
+from jobq.core import run_end
+from jobq.core import store as store_module
+from jobq.core.registry import TaskDefinition
+from jobq.db.tasks import DEFAULT_LEASE, Completion, Leases, Status, Task
 from jobq.runner import Run, Runner
-from jobq.tasks import DEFAULT_LEASE, Completion, Leases, Status, Task
 
 TASK = "bench.noop"
 WORKER = "task-costs"

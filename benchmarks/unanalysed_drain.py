@@ -69,7 +69,7 @@ from benchmarks._sql import (
     mysql_server,
     sqlite_url,
 )
-from jobq.tasks import Completion, Status
+from jobq.db.tasks import Completion, Status
 
 WORKER = "unanalysed-drain"
 TASK = "bench.noop"

@@ -4,7 +4,12 @@ The locks are in ``jobq.locks`` (Mutex, TimeoutLock, Lease, AdvisoryLock), given
 """
 
 from jobq.app import App, TaskFunction
-from jobq.errors import (
+from jobq.core.retry import Backoff, ExponentialBackoff, FixedBackoff
+from jobq.core.store import Store
+from jobq.cron.periodic import Schedule, ScheduleState
+from jobq.cron.runs import ScheduleRun
+from jobq.cron.schedule import Cron
+from jobq.db.errors import (
     Cancelled,
     DatabaseNotFound,
     DatabaseUnavailable,
@@ -32,16 +37,11 @@ from jobq.errors import (
     UnknownTask,
     WorkflowNotFound,
 )
+from jobq.db.tasks import Status, Task, Undecodable
 from jobq.executor import Retry
 from jobq.lifecycle.handles import TaskHandle
 from jobq.lifecycle.in_task import Snooze, check_cancelled, current_task, set_progress
 from jobq.locks import AdvisoryLock, Lease, Mutex, TimeoutLock
-from jobq.periodic import Schedule, ScheduleState
-from jobq.retry import Backoff, ExponentialBackoff, FixedBackoff
-from jobq.schedule import Cron
-from jobq.schedule_runs import ScheduleRun
-from jobq.store import Store
-from jobq.tasks import Status, Task, Undecodable
 from jobq.workflows import (
     Signature,
     Workflow,

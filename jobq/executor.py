@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from jobq.errors import Cancelled
+from jobq.core.registry import Registry, TaskDefinition
+from jobq.db.errors import Cancelled
+from jobq.db.payload import result_problem
+from jobq.db.tasks import CANCELLED_ON_REQUEST as CANCELLED_ERROR
+from jobq.db.tasks import Status, Task, Undecodable
 from jobq.lifecycle.in_task import Snooze, _current_task
 from jobq.logs import RecordMaker, in_and_at
-from jobq.payload import result_problem
-from jobq.registry import Registry, TaskDefinition
-from jobq.tasks import CANCELLED_ON_REQUEST as CANCELLED_ERROR
-from jobq.tasks import Status, Task, Undecodable
 
 log = logging.getLogger("jobq.task")
 # Each run logs its start and its end: two lines per task, made the cheap way.

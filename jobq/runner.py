@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobq import executor
+from jobq.core.registry import TaskDefinition
+from jobq.db.tasks import Status, Task
 from jobq.executor import Outcome
-from jobq.registry import TaskDefinition
-from jobq.tasks import Status, Task
 
 if TYPE_CHECKING:
     from jobq.pool.processes import ChildSlot, ProcessPool

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import NoReturn
 
-from jobq.errors import first_line
+from jobq.db.errors import first_line
 
 log = logging.getLogger("jobq.worker")
 

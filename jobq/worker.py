@@ -24,7 +24,11 @@ from typing import TYPE_CHECKING
 from jobq import executor, stop_signals
 from jobq.app import App
 from jobq.burst import BurstEnd
-from jobq.errors import DatabaseUnavailable, JobqError, first_line
+from jobq.core.registry import TaskDefinition
+from jobq.db.errors import DatabaseUnavailable, JobqError, first_line
+from jobq.db.outage import Outage
+from jobq.db.tasks import CANCEL_REQUESTED, DEFAULT_LEASE, Completion, Leases, Status, Task
+from jobq.db.validation import check_int, check_key, check_seconds, queue_list
 from jobq.executor import Outcome
 from jobq.lifecycle.run_control import RunControl
 from jobq.limits import Limiter
@@ -32,14 +36,10 @@ from jobq.limits.sql import SQL_LIMITER
 from jobq.logs import stopped_summary
 from jobq.observe import tracing
 from jobq.observe.metrics import WorkerMetrics, outcome_label
-from jobq.outage import Outage
 from jobq.overruns import Overruns
-from jobq.registry import TaskDefinition
 from jobq.runner import Run, Runner
-from jobq.tasks import CANCEL_REQUESTED, DEFAULT_LEASE, Completion, Leases, Status, Task
 from jobq.upkeep import Upkeep
 from jobq.upkeep.retention import DEFAULT_RETAIN
-from jobq.validation import check_int, check_key, check_seconds, queue_list
 from jobq.workflows import in_task as workflow_results
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ import pytest
 import sqlalchemy as sa
 
 import jobq
-from jobq.database import Database
+from jobq.db.database import Database
 from tests import tigerbeetle_server
 
 BACKENDS = ["sqlite", "postgresql", "mysql"]

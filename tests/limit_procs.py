@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 
 import jobq
-from jobq.schema import tasks
+from jobq.db.schema import tasks
 
 
 def capture_rounds(

@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 
 import jobq
-from jobq.tasks import Completion
+from jobq.db.tasks import Completion
 
 
 def run_processes(

@@ -18,7 +18,7 @@ from typing import IO, Any
 import click
 
 from jobq.app import App
-from jobq.app_loading import load_app
+from jobq.app.loading import load_app
 from jobq.cli.common import (
     PRIORITY,
     RETRIES,
@@ -51,11 +51,11 @@ from jobq.cli.task_file import enqueue_file
 from jobq.cli.why import why
 from jobq.cli.workers import list_workers
 from jobq.cli.workflows import parents_note, read_parents, workflow
-from jobq.durations import format_duration
-from jobq.errors import JobqError
-from jobq.registry import TaskDefinition
-from jobq.store import Store
-from jobq.tasks import Status, Task
+from jobq.core.registry import TaskDefinition
+from jobq.core.store import Store
+from jobq.db.durations import format_duration
+from jobq.db.errors import JobqError
+from jobq.db.tasks import Status, Task
 from jobq.upkeep import upkeep_holder
 
 # --- commands ---------------------------------------------------------------------------

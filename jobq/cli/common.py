@@ -9,9 +9,9 @@ from typing import Any, TypeVar
 
 import click
 
-from jobq.errors import JobqError
-from jobq.patience import Deadline, patiently
-from jobq.store import Store
+from jobq.core.store import Store
+from jobq.db.errors import JobqError
+from jobq.db.patience import Deadline, patiently
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 

@@ -11,9 +11,9 @@ import click
 from jobq.cli.common import database_url_option, store_for
 from jobq.cli.output import table, when
 from jobq.cli.params import Key
-from jobq.periodic import ScheduleState
-from jobq.schedule_runs import KEPT_RUNS
-from jobq.tasks import Status
+from jobq.cron.periodic import ScheduleState
+from jobq.cron.runs import KEPT_RUNS
+from jobq.db.tasks import Status
 
 #: `jobq status`'s table of schedules, one line per queue.
 SUMMARY_HEADERS = ["queue", "schedules", "running", "disabled", "no longer defined"]

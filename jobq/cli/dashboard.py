@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from jobq.cli.common import database_url_option, store_for
-from jobq.errors import MissingExtra
+from jobq.db.errors import MissingExtra
 
 #: The Host headers a dashboard without a token answers: a page of another site whose
 #: name was made to point at 127.0.0.1 (DNS rebinding) is refused.

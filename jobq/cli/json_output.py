@@ -48,9 +48,9 @@ from datetime import datetime
 from typing import Any
 
 from jobq.cli.cron import summary_counts
-from jobq.live_workers import LiveWorker
-from jobq.periodic import ScheduleState
-from jobq.tasks import Status, Task, Undecodable, as_utc
+from jobq.core.live_workers import LiveWorker
+from jobq.cron.periodic import ScheduleState
+from jobq.db.tasks import Status, Task, Undecodable, as_utc
 
 #: Task fields printed under another name: "queue", as every other jobq document says.
 RENAMED = {"queue_id": "queue"}

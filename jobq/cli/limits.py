@@ -9,7 +9,7 @@ import click
 from jobq.cli.common import database_url_option, store_for
 from jobq.cli.output import table
 from jobq.cli.params import Key
-from jobq.errors import InvalidOption, UnknownLimit
+from jobq.db.errors import InvalidOption, UnknownLimit
 from jobq.limits import Rate, parse_rate
 
 

@@ -8,7 +8,7 @@ from jobq import locks as jobq_locks
 from jobq.cli.common import database_url_option, store_for
 from jobq.cli.output import table, when
 from jobq.cli.params import Key
-from jobq.errors import JobqError
+from jobq.db.errors import JobqError
 
 
 @click.group()

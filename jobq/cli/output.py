@@ -6,9 +6,9 @@ import json
 from collections.abc import Sequence
 from datetime import datetime
 
-from jobq.durations import format_duration
-from jobq.live_workers import LiveWorker
-from jobq.tasks import Task, Undecodable
+from jobq.core.live_workers import LiveWorker
+from jobq.db.durations import format_duration
+from jobq.db.tasks import Task, Undecodable
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

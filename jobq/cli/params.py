@@ -10,9 +10,9 @@ from typing import Any
 import click
 
 from jobq.cli.common import PRIORITY, RETRIES
-from jobq.durations import parse_duration
-from jobq.errors import InvalidOption
-from jobq.validation import check_int, check_key
+from jobq.db.durations import parse_duration
+from jobq.db.errors import InvalidOption
+from jobq.db.validation import check_int, check_key
 
 
 def _json_type(value: Any) -> str:

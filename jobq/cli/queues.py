@@ -11,9 +11,9 @@ from jobq.cli.common import database_url_option, store_for
 from jobq.cli.json_output import dumps
 from jobq.cli.output import table
 from jobq.cli.params import KeepFor, Key
-from jobq.durations import format_duration
+from jobq.db.durations import format_duration
+from jobq.db.tasks import Status
 from jobq.queues.overview import QueueState, queue_states
-from jobq.tasks import Status
 
 HEADERS = ["queue", *(status.value for status in Status), "paused", "limit", "retain", "workers"]
 

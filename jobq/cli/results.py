@@ -9,10 +9,10 @@ import click
 
 from jobq.cli.common import TASK_ID, database_url_option, store_for
 from jobq.cli.params import Duration
-from jobq.errors import JobqError, TaskFailed, TaskNotFound
+from jobq.db.errors import JobqError, TaskFailed, TaskNotFound
+from jobq.db.tasks import Undecodable
 from jobq.lifecycle.handles import TaskHandle
 from jobq.lifecycle.waiting import is_terminal
-from jobq.tasks import Undecodable
 
 
 @click.command()

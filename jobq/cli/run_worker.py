@@ -12,13 +12,13 @@ import click
 from click.core import ParameterSource
 
 from jobq import logs
-from jobq.app_loading import load_app
+from jobq.app.loading import load_app
 from jobq.cli.common import app_option, clear_errors
 from jobq.cli.params import KeepFor, UnsignedInt
+from jobq.core.store import Store
 from jobq.limits import Limiter
 from jobq.observe.metrics import WorkerMetrics
 from jobq.pool import ProcessPool
-from jobq.store import Store
 from jobq.supervise import Supervisor
 from jobq.supervise.orphan import watch_supervisor
 from jobq.worker import Worker

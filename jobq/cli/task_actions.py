@@ -7,8 +7,8 @@ import click
 from jobq.cli.common import TASK_ID, database_url_option, store_for
 from jobq.cli.output import count
 from jobq.cli.params import Duration, Key
-from jobq.errors import JobqError, TaskNotFound
-from jobq.tasks import Status, Task
+from jobq.db.errors import JobqError, TaskNotFound
+from jobq.db.tasks import Status, Task
 
 
 @click.command()

@@ -22,9 +22,9 @@ import click
 from sqlalchemy.engine import Connection
 
 from jobq.cli.params import TaskLine, task_line
-from jobq.errors import InvalidTaskArguments, JobqError
-from jobq.payload import encode_args
-from jobq.store import Store
+from jobq.core.store import Store
+from jobq.db.errors import InvalidTaskArguments, JobqError
+from jobq.db.payload import encode_args
 
 #: Lines enqueued together: enough to amortise a statement, few enough to stay small.
 CHUNK_LINES = 5000

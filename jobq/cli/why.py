@@ -7,7 +7,7 @@ import json
 import click
 
 from jobq.cli.common import TASK_ID, database_url_option, store_for
-from jobq.errors import JobqError, TaskNotFound
+from jobq.db.errors import JobqError, TaskNotFound
 
 
 @click.command()

@@ -20,8 +20,8 @@ from jobq.cli.json_output import (
     worker_document,
 )
 from jobq.cli.output import table, when, worker_row
-from jobq.live_workers import LiveWorker
-from jobq.tasks import Task
+from jobq.core.live_workers import LiveWorker
+from jobq.db.tasks import Task
 
 #: Running tasks the text form lists per worker; --json lists them all.
 LISTED = 10

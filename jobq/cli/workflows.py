@@ -11,8 +11,8 @@ import click
 from jobq.cli.common import TASK_ID, database_url_option, store_for
 from jobq.cli.json_output import dumps
 from jobq.cli.output import table
-from jobq.errors import JobqError, WorkflowNotFound
-from jobq.tasks import Status, Task
+from jobq.db.errors import JobqError, WorkflowNotFound
+from jobq.db.tasks import Status, Task
 
 Parents = Sequence[tuple[int, Task | None]]
 

@@ -1,28 +1,3 @@
-"""The only package that knows which database it is talking to; see base.Dialect."""
-
-from __future__ import annotations
-
-from jobq.dialects.base import Dialect
-from jobq.dialects.mysql import MySQLDialect
-from jobq.dialects.postgresql import PostgresDialect
-from jobq.dialects.sqlite import SQLiteDialect
-
-__all__ = [
-    "Dialect",
-    "MySQLDialect",
-    "PostgresDialect",
-    "SQLiteDialect",
-    "dialect_named",
-    "supported",
-]
-
-
-def supported() -> list[str]:
-    """The database backends jobq runs on."""
-    return sorted(Dialect.registry)
-
-
-def dialect_named(backend: str) -> Dialect | None:
-    """The Dialect for a SQLAlchemy backend name ('postgresql', 'sqlite', ...), if supported."""
-    cls = Dialect.registry.get(backend)
-    return cls() if cls else None
+"""The only package that knows which database it is talking to: base.Dialect says what each
+provides, named.dialect_named picks one. Importing the package imports none of them, so that
+the portable column types (types.py) can be read by jobq.db.schema without a cycle."""

@@ -14,26 +14,26 @@ from typing import Any, ClassVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from jobq.dialects import health
-from jobq.dialects.predicates import CapturePredicates
-from jobq.dialects.room import GIGABYTE, Room
-from jobq.errors import (
+from jobq.db.errors import (
     InvalidDatabaseURL,
     JobqError,
     LockNotAcquired,
     NeedsSession,
     RequiresPostgreSQL,
 )
-from jobq.outage import Outage
-from jobq.payload import encode_args_array
-from jobq.prepared import Prepared, RowReader
-from jobq.schema import (
+from jobq.db.outage import Outage
+from jobq.db.payload import encode_args_array
+from jobq.db.prepared import Prepared, RowReader
+from jobq.db.schema import (
     HOLDS_UNIQUE_KEY,
     locks,
     status_is,
     tasks,
 )
-from jobq.tasks import Status
+from jobq.db.tasks import Status
+from jobq.dialects import health
+from jobq.dialects.predicates import CapturePredicates
+from jobq.dialects.room import GIGABYTE, Room
 
 c = tasks.c
 
@@ -555,7 +555,7 @@ def lease_of(named_leases: int | None) -> sa.ColumnElement[Any]:
     With ``named_leases`` None, parameter ``lease_seconds`` for every row (the worker's
     --lease). Otherwise the row's own lease, and for a row that set none, the lease of its
     task's definition: parameters ``lease_name_<i>``/``lease_value_<i>`` for the first
-    ``named_leases`` names, ``lease_default`` for the rest (see jobq.tasks.Leases).
+    ``named_leases`` names, ``lease_default`` for the rest (see jobq.db.tasks.Leases).
     """
     if named_leases is None:
         return sa.bindparam("lease_seconds", type_=sa.Float)

@@ -20,8 +20,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from jobq.db.errors import first_line
 from jobq.dialects.health import PurgeLagReading, Readings, Remedies, SessionReading
-from jobq.errors import first_line
 
 _TABLES = sa.text(
     "SELECT TABLE_NAME FROM information_schema.TABLES"

@@ -13,6 +13,10 @@ from sqlalchemy import event
 from sqlalchemy.dialects import postgresql as pg
 from sqlalchemy.engine import Connection, Engine
 
+from jobq.db.errors import LockNotAcquired
+from jobq.db.outage import Outage
+from jobq.db.prepared import RowReader
+from jobq.db.schema import LOCK_KEY_HELD, task_edges, tasks
 from jobq.dialects.base import (
     MIGRATION_LOCK,
     Dialect,
@@ -20,10 +24,6 @@ from jobq.dialects.base import (
     release_session_lock,
 )
 from jobq.dialects.postgresql_listen import CHANNEL, ENDED_CHANNEL, start_listening
-from jobq.errors import LockNotAcquired
-from jobq.outage import Outage
-from jobq.prepared import RowReader
-from jobq.schema import LOCK_KEY_HELD, task_edges, tasks
 
 c = tasks.c
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from jobq.errors import first_line
-from jobq.outage import Outage
+from jobq.db.errors import first_line
+from jobq.db.outage import Outage
 
 log = logging.getLogger("jobq.listen")
 

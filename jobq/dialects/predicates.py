@@ -10,7 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from jobq.schema import (
+from jobq.db.schema import (
     HAS_RETRIES,
     LOCK_KEY_HELD,
     WAITING,
@@ -20,7 +20,7 @@ from jobq.schema import (
     tasks,
     waiting,
 )
-from jobq.tasks import Status
+from jobq.db.tasks import Status
 
 c = tasks.c
 

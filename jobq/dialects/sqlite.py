@@ -14,13 +14,13 @@ from sqlalchemy import event
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 
+from jobq.db.errors import DatabaseNotFound
+from jobq.db.prepared import RowReader
+from jobq.db.schema import tasks
 from jobq.dialects.base import (
     READ_ONLY,
     Dialect,
 )
-from jobq.errors import DatabaseNotFound
-from jobq.prepared import RowReader
-from jobq.schema import tasks
 
 c = tasks.c
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from jobq.db.durations import format_duration
 from jobq.doctor.findings import CheckResult, Finding
-from jobq.durations import format_duration
 
 
 def judged(

@@ -21,10 +21,10 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from jobq.database import Database
-from jobq.schema import HAS_RETRIES, status_is, task_edges, tasks
-from jobq.tasks import Status
-from jobq.validation import INT32, check_int, check_key
+from jobq.db.database import Database
+from jobq.db.schema import HAS_RETRIES, status_is, task_edges, tasks
+from jobq.db.tasks import Status
+from jobq.db.validation import INT32, check_int, check_key
 
 c = tasks.c
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from jobq.errors import TaskCancelled, TaskFailed, TaskNotFound
+from jobq.db.errors import TaskCancelled, TaskFailed, TaskNotFound
+from jobq.db.tasks import CANCELLED_ON_REQUEST, Status, Task
+from jobq.db.validation import check_seconds
 from jobq.lifecycle import waiting
-from jobq.tasks import CANCELLED_ON_REQUEST, Status, Task
-from jobq.validation import check_seconds
 
 if TYPE_CHECKING:
-    from jobq.store import Store
+    from jobq.core.store import Store
 
 
 class TaskHandle(int):

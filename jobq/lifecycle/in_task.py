@@ -12,9 +12,9 @@ import math
 import threading
 from typing import Any
 
-from jobq.errors import Cancelled, InvalidOption
-from jobq.payload import storable_text
-from jobq.tasks import Task
+from jobq.db.errors import Cancelled, InvalidOption
+from jobq.db.payload import storable_text
+from jobq.db.tasks import Task
 
 _current_task: contextvars.ContextVar[Task | None] = contextvars.ContextVar(
     "jobq_current_task", default=None

@@ -13,10 +13,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from jobq.core.store import Store
+from jobq.db.schema import status_is, tasks
+from jobq.db.tasks import Status
 from jobq.lifecycle.in_task import PROGRESS
-from jobq.schema import status_is, tasks
-from jobq.store import Store
-from jobq.tasks import Status
 
 c = tasks.c
 

@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from jobq.errors import ResultTimeout, TaskNotFound
-from jobq.outage import Outage
-from jobq.patience import Deadline, patiently
-from jobq.schema import tasks
-from jobq.tasks import Status, Task
+from jobq.db.errors import ResultTimeout, TaskNotFound
+from jobq.db.outage import Outage
+from jobq.db.patience import Deadline, patiently
+from jobq.db.schema import tasks
+from jobq.db.tasks import Status, Task
 
 if TYPE_CHECKING:
-    from jobq.store import Store
+    from jobq.core.store import Store
 
 c = tasks.c
 
@@ -256,7 +256,7 @@ def wait_for_end(store: Store, task_id: int, timeout: float | None) -> Task:
     ResultTimeout when ``timeout`` seconds (None: no end; 0: one look) pass first,
     TaskNotFound if there is no such row or it is deleted meanwhile. An outage (a restart,
     killed sessions) is waited out: DatabaseUnavailable only if the database still cannot
-    be reached when the timeout passes (see jobq.patience).
+    be reached when the timeout passes (see jobq.db.patience).
     """
     deadline = Deadline(timeout)
     with patiently(deadline):  # its reads and its mark wait out an outage, until the deadline

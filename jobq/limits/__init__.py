@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Protocol
 
-from jobq.durations import MAX_SECONDS, UNITS, parse_duration
-from jobq.errors import InvalidOption
-from jobq.validation import shown
+from jobq.db.durations import MAX_SECONDS, UNITS, parse_duration
+from jobq.db.errors import InvalidOption
+from jobq.db.validation import shown
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-    from jobq.store import Store
-    from jobq.tasks import Leases, Task
+    from jobq.core.store import Store
+    from jobq.db.tasks import Leases, Task
 
 __all__ = ["Limit", "Limiter", "Rate", "parse_rate"]
 

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from jobq.database import Database
-from jobq.dialects import Dialect
+from jobq.db.database import Database
+from jobq.db.schema import limit_starts, limits, status_is, tasks, waiting
+from jobq.db.tasks import Leases, Status, Task
+from jobq.db.validation import check_key
+from jobq.dialects.base import Dialect
 from jobq.limits import Limit, Rate, parse_rate
-from jobq.schema import limit_starts, limits, status_is, tasks, waiting
-from jobq.tasks import Leases, Status, Task
-from jobq.validation import check_key
 
 if TYPE_CHECKING:
     from jobq.limits import Limiter

@@ -28,7 +28,8 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
-from jobq.errors import TigerBeetleUnavailable
+from jobq.db.errors import TigerBeetleUnavailable
+from jobq.db.tasks import NO_NAMED_LEASES, Leases, Task
 from jobq.limits import Limit
 from jobq.limits.tigerbeetle_ledger import (
     LEDGER,
@@ -40,7 +41,6 @@ from jobq.limits.tigerbeetle_ledger import (
     seconds,
     tb,
 )
-from jobq.tasks import NO_NAMED_LEASES, Leases, Task
 
 __all__ = ["OPERATOR", "TigerBeetleLimiter", "account_id"]
 

@@ -26,7 +26,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import suppress
 from typing import Any
 
-from jobq.errors import InvalidOption, JobqError, MissingExtra, TigerBeetleUnavailable
+from jobq.db.errors import InvalidOption, JobqError, MissingExtra, TigerBeetleUnavailable
 from jobq.limits import Limit
 
 try:

@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from jobq.errors import first_line
-from jobq.schema import ACTIVE, WAITING, status_is, tasks
-from jobq.tasks import Status, as_utc
-from jobq.urls import scrub
+from jobq.db.errors import first_line
+from jobq.db.schema import ACTIVE, WAITING, status_is, tasks
+from jobq.db.tasks import Status, as_utc
+from jobq.db.urls import scrub
 
 if TYPE_CHECKING:
-    from jobq.store import Store
+    from jobq.core.store import Store
 
 c = tasks.c
 

@@ -30,14 +30,14 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from jobq.errors import MissingExtra
+from jobq.db.errors import MissingExtra
+from jobq.db.tasks import Status
 from jobq.observe.counting import ACTIVE_PART, PART_STATUSES, BackgroundCounts
-from jobq.tasks import Status
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
-    from jobq.store import Store
+    from jobq.core.store import Store
 
 log = logging.getLogger("jobq.exporter")
 

@@ -20,13 +20,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from jobq.errors import MissingExtra
-from jobq.tasks import Status
+from jobq.db.errors import MissingExtra
+from jobq.db.tasks import Status
 
 if TYPE_CHECKING:
+    from jobq.db.tasks import Task
     from jobq.executor import Outcome
     from jobq.runner import Run
-    from jobq.tasks import Task
 
 #: Run durations, seconds: a no-op takes microseconds, a report minutes.
 DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800)

@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from jobq.db.errors import TaskNotFound
+from jobq.db.schema import limit_starts, status_is, tasks
+from jobq.db.tasks import Status, as_utc
+from jobq.db.validation import check_int
 from jobq.dialects.predicates import waiting
-from jobq.errors import TaskNotFound
-from jobq.schema import limit_starts, status_is, tasks
-from jobq.tasks import Status, as_utc
-from jobq.validation import check_int
 
 if TYPE_CHECKING:
-    from jobq.live_workers import LiveWorker
-    from jobq.store import Store
+    from jobq.core.live_workers import LiveWorker
+    from jobq.core.store import Store
 
 c = tasks.c
 

@@ -27,11 +27,11 @@ from multiprocessing.connection import Connection
 from types import FrameType
 
 from jobq import executor, logs
-from jobq.app_loading import load_app
+from jobq.app.loading import load_app
+from jobq.db.tasks import Status
 from jobq.executor import Outcome
 from jobq.lifecycle.in_task import PROGRESS
 from jobq.pool import fork_server, wire
-from jobq.tasks import Status
 from jobq.workflows import in_task as workflow_results
 
 #: Seconds between the sends of a run's progress reports to the worker.
@@ -73,7 +73,7 @@ def main(
     # own: this process must not share their sockets, nor close them.
     app.store.engine.dispose(close=False)
     if database_url is not None:
-        from jobq.store import Store  # the worker's --database-url, for in-task reads
+        from jobq.core.store import Store  # the worker's --database-url, for in-task reads
 
         app.store = Store(database_url)
     workflow_results.serve(app.store)

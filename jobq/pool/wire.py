@@ -2,7 +2,7 @@
 
 Each frame is one JSON object sent with Connection.send_bytes. A task's arguments came
 from the database as JSON and go on as JSON; a run's result must be storable JSON
-anyway (jobq.payload), so nothing a task or the database supplied is ever unpickled.
+anyway (jobq.db.payload), so nothing a task or the database supplied is ever unpickled.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
+from jobq.db.tasks import Status, Task
 from jobq.executor import Outcome
-from jobq.tasks import Status, Task
 
 # Unescaped, and encoded with surrogatepass: a lone surrogate crosses as itself. (As
 # \ud83d\ude00 escapes, two lone surrogates side by side would be read back as one

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from jobq.db.tasks import Status
 from jobq.limits import Limit
-from jobq.tasks import Status
 
 if TYPE_CHECKING:
-    from jobq.store import Store
+    from jobq.core.store import Store
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ import math
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from jobq.database import Database
-from jobq.dialects import Dialect
-from jobq.schema import queue_retention
-from jobq.validation import check_key, check_seconds
+from jobq.db.database import Database
+from jobq.db.schema import queue_retention
+from jobq.db.validation import check_key, check_seconds
+from jobq.dialects.base import Dialect
 
 rc = queue_retention.c
 

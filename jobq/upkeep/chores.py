@@ -7,11 +7,11 @@ from collections import Counter
 from collections.abc import Callable
 
 from jobq import locks
-from jobq.durations import format_duration
-from jobq.errors import JobqError
-from jobq.store import Store
+from jobq.core.store import Store
+from jobq.core.workers import FORGET_AFTER
+from jobq.db.durations import format_duration
+from jobq.db.errors import JobqError
 from jobq.upkeep.retention import DEFAULT_RETAIN, Retention, describe
-from jobq.worker_registry import FORGET_AFTER
 
 log = logging.getLogger("jobq.worker")
 

@@ -18,12 +18,12 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-from jobq.durations import format_duration
-from jobq.errors import JobqError
+from jobq.core.store import Store
+from jobq.db.durations import format_duration
+from jobq.db.errors import JobqError
+from jobq.db.schema import queue_retention, tasks
 from jobq.lifecycle.bulk import PRUNE_BATCH, prune_batch
 from jobq.queues.retention import FOREVER
-from jobq.schema import queue_retention, tasks
-from jobq.store import Store
 
 log = logging.getLogger("jobq.worker")
 

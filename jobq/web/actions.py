@@ -21,12 +21,12 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from jobq import locks
-from jobq.errors import JobqError, TaskNotFound
+from jobq.db.errors import JobqError, TaskNotFound
 from jobq.web.auth import BEARER, csrf_ok, safe_next
 from jobq.web.views import flash, render
 
 if TYPE_CHECKING:
-    from jobq.store import Store
+    from jobq.core.store import Store
 
 #: (kind, text) of a flash message: kind is ok or error.
 Outcome = tuple[str, str]

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from jobq.errors import MissingExtra
+from jobq.db.errors import MissingExtra
 
 try:
     from starlette.applications import Starlette
@@ -22,11 +22,11 @@ try:
 except ImportError:  # pragma: no cover - the extra is installed wherever tests run
     raise MissingExtra(feature="jobq dashboard", extra="web") from None
 
-from jobq.errors import DatabaseUnavailable, SchemaNotMigrated
+from jobq.core.store import Store
+from jobq.db.errors import DatabaseUnavailable, SchemaNotMigrated
+from jobq.db.patience import Deadline, patiently
+from jobq.db.urls import safe_url
 from jobq.observe.counting import BackgroundCounts
-from jobq.patience import Deadline, patiently
-from jobq.store import Store
-from jobq.urls import safe_url
 from jobq.web import pages, task_pages
 from jobq.web.actions import bulk, endpoint
 from jobq.web.auth import COOKIE, SecurityHeaders, SignInRequired, session_secret
@@ -151,7 +151,7 @@ def create_app(
 
 class PatientPages:
     """ASGI middleware: a page (GET, HEAD) waits out an outage for up to PAGE_PATIENCE
-    seconds, its stale pooled connections replaced (jobq.patience); an action (POST) is
+    seconds, its stale pooled connections replaced (jobq.db.patience); an action (POST) is
     not run again, so it stays as it was."""
 
     def __init__(self, app: ASGIApp) -> None:

@@ -11,11 +11,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from jobq.core.live_workers import LiveWorker
+from jobq.db.tasks import Status
 from jobq.limits import Limit
-from jobq.live_workers import LiveWorker
 from jobq.locks import Lease, list_locks
 from jobq.observe.counting import ACTIVE_PART, FINISHED_PART
-from jobq.tasks import Status
 from jobq.upkeep import UPKEEP_LOCK
 from jobq.web.chart import Chart, chart
 from jobq.web.queries import (
@@ -31,8 +31,8 @@ from jobq.web.task_rows import running_tasks
 from jobq.web.views import render
 
 if TYPE_CHECKING:
+    from jobq.core.store import Store
     from jobq.observe.counting import BackgroundCounts
-    from jobq.store import Store
 
 
 @dataclass

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from jobq.db.schema import locks, status_is, tasks
+from jobq.db.tasks import Status, as_utc
 from jobq.locks import Lease
-from jobq.schema import locks, status_is, tasks
-from jobq.tasks import Status, as_utc
 from jobq.upkeep import UPKEEP_LOCK
 from jobq.web.values import CELL_CHARS, clipped
 
 if TYPE_CHECKING:
-    from jobq.store import Store
+    from jobq.core.store import Store
 
 c = tasks.c
 

@@ -12,9 +12,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from jobq.errors import TaskNotFound
-from jobq.store import Store
-from jobq.tasks import Status, Task
+from jobq.core.store import Store
+from jobq.db.errors import TaskNotFound
+from jobq.db.tasks import Status, Task
 from jobq.web.task_rows import neighbours, task_view, workflow_view
 from jobq.web.values import FIELDS, whole_value
 from jobq.web.views import render

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from jobq.schema import status_is, task_edges, tasks
-from jobq.tasks import Status, Task, as_utc
+from jobq.db.schema import status_is, task_edges, tasks
+from jobq.db.tasks import Status, Task, as_utc
 from jobq.web.values import CELL_CHARS, FIELDS, PAGE_CHARS, Shown, clipped, shown
 
 if TYPE_CHECKING:
-    from jobq.store import Store
+    from jobq.core.store import Store
 
 c = tasks.c
 e = task_edges.c

@@ -12,8 +12,8 @@ import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from jobq.durations import format_duration
-from jobq.tasks import Undecodable
+from jobq.db.durations import format_duration
+from jobq.db.tasks import Undecodable
 from jobq.web.auth import BEARER, csrf_token
 from jobq.web.values import last_line, size_text
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from jobq.errors import InvalidWorkflow
-from jobq.validation import INT32, check_datetime, check_int, check_key, check_seconds
+from jobq.db.errors import InvalidWorkflow
+from jobq.db.validation import INT32, check_datetime, check_int, check_key, check_seconds
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection

@@ -6,12 +6,12 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobq.errors import WorkflowNotFound
+from jobq.db.errors import WorkflowNotFound
+from jobq.db.validation import check_seconds
 from jobq.lifecycle.handles import TaskHandle
-from jobq.validation import check_seconds
 
 if TYPE_CHECKING:
-    from jobq.store import Store
+    from jobq.core.store import Store
 
 
 class WorkflowHandle:

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from jobq.database import Database
-from jobq.dialects import Dialect
-from jobq.errors import JobqError, WorkflowNotFound
-from jobq.run_end import chunked_records
-from jobq.schema import task_edges, tasks, workflows
-from jobq.task_admin import cancel_update
-from jobq.tasks import Completion, Status, Task, as_utc
-from jobq.validation import check_int
+from jobq.core.run_end import chunked_records
+from jobq.db.database import Database
+from jobq.db.errors import JobqError, WorkflowNotFound
+from jobq.db.schema import task_edges, tasks, workflows
+from jobq.db.tasks import Completion, Status, Task, as_utc
+from jobq.db.validation import check_int
+from jobq.dialects.base import Dialect
+from jobq.lifecycle.admin import cancel_update
 from jobq.workflows import settle
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class Workflows:
     db: Database
     dialect: Dialect
     _read: Any
-    _loaded: Callable[[Connection | None, int], None]  # jobq.enqueuer
+    _loaded: Callable[[Connection | None, int], None]  # jobq.core.enqueue
 
     # --- writing ---------------------------------------------------------------------
 

@@ -17,9 +17,10 @@ import pytest
 import sqlalchemy as sa
 
 import jobq
-from jobq import Status, migrations
-from jobq.schedule import Cron
-from jobq.schema import schedules
+from jobq import Status
+from jobq.cron.schedule import Cron
+from jobq.db import migrations
+from jobq.db.schema import schedules
 from tests.acceptance.test_cli import UNREACHABLE, Cli, Done, failure, usage_error
 from tests.helpers import all_rows, expire_lease, set_columns
 

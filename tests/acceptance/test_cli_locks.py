@@ -16,9 +16,9 @@ import sqlalchemy as sa
 
 import jobq
 from jobq import Status
+from jobq.db.schema import locks
+from jobq.db.tasks import DEFAULT_LEASE
 from jobq.locks import Lease, Mutex, TimeoutLock
-from jobq.schema import locks
-from jobq.tasks import DEFAULT_LEASE
 from tests.acceptance.test_cli import UNREACHABLE, Cli, failure, rows_of, usage_error
 
 HERE = f"{socket.gethostname()}:{os.getpid()}"

@@ -10,7 +10,7 @@ import pytest
 
 import jobq
 from jobq import Status
-from jobq.tasks import Completion
+from jobq.db.tasks import Completion
 from tests.acceptance.test_cli import Cli, failure
 
 

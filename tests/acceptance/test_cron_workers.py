@@ -91,7 +91,7 @@ def runs() -> list[dict[str, Any]]:
         rows = conn.execute(sa.select(cron_app.RUNS).order_by(cron_app.RUNS.c.started)).all()
     found = [dict(row._mapping) for row in rows]
     for run in found:
-        run["tick"] = jobq.tasks.as_utc(run["tick"])
+        run["tick"] = jobq.db.tasks.as_utc(run["tick"])
     return found
 
 

@@ -104,7 +104,7 @@ def runs(queue: str | None = None) -> list[dict[str, Any]]:
     with limited.runs_engine().connect() as conn:
         found = [dict(row._mapping) for row in conn.execute(stmt)]
     for run in found:
-        captured = jobq.tasks.as_utc(run["captured"])
+        captured = jobq.db.tasks.as_utc(run["captured"])
         assert captured is not None
         run["captured"] = captured.timestamp()
     return found
@@ -330,7 +330,7 @@ def test_pausing_a_queue_stops_every_worker_taking_from_it_within_a_second(
         assert (paused.returncode, paused.stdout) == (0, "queue 'paused' paused\n"), paused
         with store.engine.connect() as conn:
             paused_at = conn.execute(sa.select(store.dialect.now())).scalar_one()
-        paused_at = jobq.tasks.as_utc(paused_at).timestamp()
+        paused_at = jobq.db.tasks.as_utc(paused_at).timestamp()
         # Tasks enqueued after the pause wait too: on a loaded machine the CLI may start so
         # slowly that the queue drained before it paused, and nothing would be left waiting.
         paused_ids += limited.free.enqueue_many([{"seconds": 0.1}] * 20, _queue="paused")

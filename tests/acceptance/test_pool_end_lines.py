@@ -22,7 +22,7 @@ import pytest
 
 import jobq
 from jobq import Status
-from jobq.tasks import CANCELLED_ON_REQUEST
+from jobq.db.tasks import CANCELLED_ON_REQUEST
 from tests.acceptance.test_hostile_tasks import DEADLINE, alive_until, exits_by_itself, get, state
 from tests.acceptance.test_process_pool import runs, store  # noqa: F401 (fixture)
 from tests.apps import process_tasks

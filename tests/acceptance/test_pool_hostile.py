@@ -33,7 +33,7 @@ pytestmark = pytest.mark.slow
 POOL = ("--pool", "processes")
 #: The queue of the thread pool's run in the comparison (the process pool takes "default").
 THREADS = "threads"
-#: The error jobq stores for a result holding a lone surrogate (jobq.payload).
+#: The error jobq stores for a result holding a lone surrogate (jobq.db.payload).
 SURROGATE = (
     "task 'returns' returned a result that cannot be stored: it holds a lone surrogate, "
     "which is not Unicode text"
@@ -191,7 +191,7 @@ def test_hostile_tasks_end_in_child_processes_as_on_threads(
     assert not ran_again, "\n".join(ran_again)
 
     # Last, so that a failure here hides nothing above: two lone surrogates side by side
-    # (high, then low) are stored escaped each on its own, as jobq.payload.storable_text
+    # (high, then low) are stored escaped each on its own, as jobq.db.payload.storable_text
     # does on threads, not joined into the one character past U+FFFF they would make.
     split, on_a_thread = get(store, in_children["split_pair"]), get(store, on_threads["split_pair"])
     assert split.status is Status.FAILED, state(store, split.id)

@@ -63,7 +63,7 @@ USER_TESTS = textwrap.dedent(
 
 def test_the_plugin_is_registered_for_pytest_and_pytest_is_no_dependency() -> None:
     (entry,) = [e for e in importlib.metadata.entry_points(group="pytest11") if e.name == "jobq"]
-    assert entry.value == "jobq.pytest_plugin"
+    assert entry.value == "jobq.testing.pytest_plugin"
     requires = importlib.metadata.requires("jobq") or []
     assert all("extra ==" in r for r in requires if r.lower().startswith("pytest"))
 

@@ -23,7 +23,7 @@ import pytest
 
 import jobq
 from jobq import Status
-from jobq.live_workers import LiveWorker
+from jobq.core.live_workers import LiveWorker
 from tests.acceptance.test_hostile_tasks import DEADLINE, alive_until, get, state, stop
 from tests.acceptance.test_process_pool import runs, store  # noqa: F401 (fixture)
 from tests.acceptance.test_worker_processes import wait_until

@@ -23,8 +23,8 @@ import pytest
 import sqlalchemy as sa
 
 import jobq
+from jobq.db.schema import tasks
 from jobq.lifecycle import waiting
-from jobq.schema import tasks
 from tests import postgres_server
 from tests.acceptance.test_worker_processes import wait_until
 from tests.integration.test_database_errors import end_sessions, server_ids

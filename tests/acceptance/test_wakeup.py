@@ -111,7 +111,7 @@ def test_a_released_workflow_node_notifies_its_queue(
     assert task.id == handle.tasks[0].id
     with psycopg.connect(conninfo(db_url), autocommit=True) as listener:
         listener.execute("LISTEN jobq_tasks")
-        end = jobq.tasks.Completion(task.id, task.attempt, Status.DONE, in_workflow=True)
+        end = jobq.db.tasks.Completion(task.id, task.attempt, Status.DONE, in_workflow=True)
         assert app.store.set_statuses([end]) == 1
         payloads = [n.payload for n in listener.notifies(timeout=1.0)]
     assert after in payloads

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import jobq
-from jobq.retry import FixedBackoff
+from jobq.core.retry import FixedBackoff
 
 app = jobq.App()
 

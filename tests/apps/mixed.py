@@ -12,7 +12,7 @@ import time
 import sqlalchemy as sa
 
 import jobq
-from jobq.retry import FixedBackoff
+from jobq.core.retry import FixedBackoff
 
 app = jobq.App()
 NOW = FixedBackoff(0)

@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 import jobq
-from jobq.retry import FixedBackoff
+from jobq.core.retry import FixedBackoff
 
 SPANS = "TRACED_APP_SPANS"
 

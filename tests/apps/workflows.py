@@ -30,7 +30,7 @@ from typing import Any
 import sqlalchemy as sa
 
 import jobq
-from jobq.retry import FixedBackoff
+from jobq.core.retry import FixedBackoff
 from tests.apps.run_log import RunLog
 
 app = jobq.App()

@@ -13,9 +13,9 @@ from sqlalchemy import event
 
 import jobq
 from jobq import Status
+from jobq.db.schema import tasks
+from jobq.db.tasks import Completion, as_utc
 from jobq.lifecycle import bulk
-from jobq.schema import tasks
-from jobq.tasks import Completion, as_utc
 from tests import shared_database
 from tests.helpers import all_rows, set_columns
 

@@ -15,9 +15,9 @@ import pytest
 
 import jobq
 from jobq import Status
+from jobq.db.tasks import Completion
 from jobq.lifecycle.in_task import PROGRESS
 from jobq.lifecycle.run_control import RunControl
-from jobq.tasks import Completion
 from tests import shared_database
 from tests.helpers import all_rows, expire_lease
 

@@ -18,8 +18,8 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 import jobq
-from jobq.schema import WAITING, tasks
-from jobq.tasks import Completion, Status
+from jobq.db.schema import WAITING, tasks
+from jobq.db.tasks import Completion, Status
 
 FINISHED = 30_000
 BACKLOG = 20_000

@@ -12,7 +12,7 @@ from sqlalchemy import event
 
 import jobq
 from jobq import Status
-from jobq.tasks import Completion
+from jobq.db.tasks import Completion
 from tests import shared_database
 from tests.helpers import all_rows, expire_lease, set_columns
 

@@ -1,7 +1,7 @@
 """Leases from the worker's definitions, on every database and every capture path.
 
 A row that set no lease at enqueue (lease NULL) is held for the lease its worker's
-definition of the task names (jobq.tasks.Leases), else the default; a row that set one
+definition of the task names (jobq.db.tasks.Leases), else the default; a row that set one
 keeps it; a number given to capture overrides both. Held = locked_until - started_at,
 both written by the capture itself.
 """
@@ -15,8 +15,8 @@ import sqlalchemy as sa
 
 import jobq
 from jobq import Status
-from jobq.schema import limits
-from jobq.tasks import DEFAULT_LEASE, NO_NAMED_LEASES, Completion, Leases, as_utc
+from jobq.db.schema import limits
+from jobq.db.tasks import DEFAULT_LEASE, NO_NAMED_LEASES, Completion, Leases, as_utc
 from tests import shared_database
 
 #: One migrated database per backend for the module, emptied before each test.

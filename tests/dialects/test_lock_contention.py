@@ -16,8 +16,8 @@ import pytest
 import sqlalchemy as sa
 
 import jobq
+from jobq.db.schema import locks
 from jobq.locks import advisory_key
-from jobq.schema import locks
 from tests import lock_procs, shared_database
 from tests.lock_procs import intervals
 from tests.procs import run_processes

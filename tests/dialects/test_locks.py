@@ -26,8 +26,8 @@ import sqlalchemy as sa
 
 import jobq
 from jobq import AdvisoryLock, Lease, Mutex, Status, TimeoutLock
+from jobq.db.schema import locks
 from jobq.locks import HeldLock, advisory_key, list_locks, purge, release, retry_until
-from jobq.schema import locks
 from tests import shared_database
 
 #: One migrated database per backend for the module, emptied before each test.

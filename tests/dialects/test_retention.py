@@ -11,11 +11,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import jobq
-from jobq.errors import InvalidOption, JobqError
+from jobq.db.errors import InvalidOption, JobqError
+from jobq.db.schema import task_edges, tasks
+from jobq.db.tasks import Completion, Status
 from jobq.lifecycle.bulk import prune_batch
 from jobq.queues.retention import FOREVER
-from jobq.schema import task_edges, tasks
-from jobq.tasks import Completion, Status
 from jobq.upkeep import Upkeep
 from jobq.upkeep.retention import ROUND_INTERVAL, Retention
 from tests import shared_database

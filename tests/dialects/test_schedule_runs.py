@@ -15,9 +15,9 @@ import sqlalchemy as sa
 
 import jobq
 from jobq import ScheduleRun, Status
-from jobq.schedule_runs import KEPT_RUNS
-from jobq.schema import schedule_runs
-from jobq.tasks import Completion
+from jobq.cron.runs import KEPT_RUNS
+from jobq.db.schema import schedule_runs
+from jobq.db.tasks import Completion
 from tests import shared_database
 from tests.dialects.test_periodic import (
     PAST,

@@ -18,10 +18,10 @@ import pytest
 import sqlalchemy as sa
 
 import jobq
+from jobq.cron.periodic import Schedule
+from jobq.db.schema import HOLDS_UNIQUE_KEY, limit_starts, limits, locks, schedules, tasks, workers
+from jobq.db.validation import check_key
 from jobq.locks import Mutex
-from jobq.periodic import Schedule
-from jobq.schema import HOLDS_UNIQUE_KEY, limit_starts, limits, locks, schedules, tasks, workers
-from jobq.validation import check_key
 
 #: Every table jobq writes.
 TABLES = (tasks, schedules, limits, limit_starts, locks, workers)

@@ -15,8 +15,8 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from jobq.durations import MAX_SECONDS
-from jobq.payload import MAX_DEPTH
+from jobq.db.durations import MAX_SECONDS
+from jobq.db.payload import MAX_DEPTH
 
 INT32 = (-(2**31), 2**31 - 1)
 

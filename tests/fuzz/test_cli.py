@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 
 import jobq
 from jobq.cli import main
-from jobq.durations import MAX_SECONDS, parse_duration
-from jobq.schema import tasks
+from jobq.db.durations import MAX_SECONDS, parse_duration
+from jobq.db.schema import tasks
 from tests.fuzz.conftest import Seeded, added_tasks, holder, one_line
 from tests.fuzz.strategies import (
     INT32,

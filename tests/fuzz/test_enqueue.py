@@ -19,8 +19,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import jobq
-from jobq.payload import MAX_DEPTH
-from jobq.tasks import as_utc
+from jobq.db.payload import MAX_DEPTH
+from jobq.db.tasks import as_utc
 from tests.fuzz.conftest import Seeded, added_tasks, holder, one_line
 from tests.fuzz.strategies import (
     INT32,

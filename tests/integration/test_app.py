@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 import jobq
-from jobq.app_loading import load_app
+from jobq.app.loading import load_app
 from tests.helpers import all_rows
 
 

@@ -24,7 +24,7 @@ from click.testing import CliRunner
 
 import jobq
 from jobq.cli import main
-from jobq.database import Database
+from jobq.db.database import Database
 from jobq.doctor import Diagnosis, Finding, Thresholds, examine
 from tests import postgres_server
 from tests.conftest import ENV, missing

@@ -25,10 +25,10 @@ import sqlalchemy as sa
 
 import jobq
 from jobq import Status
+from jobq.db.schema import tasks
+from jobq.db.tasks import Completion
 from jobq.lifecycle import waiting
 from jobq.lifecycle.handles import TaskHandle
-from jobq.schema import tasks
-from jobq.tasks import Completion
 from tests.helpers import all_rows, set_columns
 
 TRACEBACK = (

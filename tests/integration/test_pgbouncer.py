@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 import jobq
 from jobq import Status
-from jobq.errors import NeedsSession
+from jobq.db.errors import NeedsSession
 from jobq.locks import AdvisoryLock, Lease, Mutex
 from tests import pgbouncer_server
 from tests.conftest import _drop_jobq_tables, missing

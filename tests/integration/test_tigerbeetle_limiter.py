@@ -28,7 +28,7 @@ import pytest
 
 import jobq
 from jobq import Status
-from jobq.errors import InvalidOption
+from jobq.db.errors import InvalidOption
 from jobq.limits import tigerbeetle as tbl
 from jobq.limits.tigerbeetle import TigerBeetleLimiter
 from jobq.limits.tigerbeetle_ledger import FUNDING

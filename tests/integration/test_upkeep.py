@@ -8,7 +8,7 @@ from collections import Counter
 
 import jobq
 from jobq import Status
-from jobq.errors import JobqError
+from jobq.db.errors import JobqError
 from jobq.upkeep import Upkeep, upkeep_holder
 from tests.acceptance.test_worker_processes import wait_until
 

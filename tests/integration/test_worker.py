@@ -13,9 +13,9 @@ import sqlalchemy as sa
 
 import jobq
 from jobq import Status
-from jobq.schema import workers
+from jobq.core.workers import FORGET_AFTER
+from jobq.db.schema import workers
 from jobq.worker import Worker
-from jobq.worker_registry import FORGET_AFTER
 from tests.apps import mixed
 
 

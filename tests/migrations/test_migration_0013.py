@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 import jobq
-from jobq import migrations
+from jobq.db import migrations
 from jobq.dialects.postgresql_storage import TABLE_SETTINGS
 from tests.migrations.test_migration_0006 import at_revision, table_names
 from tests.migrations.test_migrations import jobq_ddl

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import jobq
-from jobq.durations import MAX_SECONDS
+from jobq.db.durations import MAX_SECONDS
 from jobq.limits import Limit, Rate, parse_rate
 
 

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from jobq.db.tasks import CANCEL_REQUESTED, Status, Task
 from jobq.executor import CANCELLED_ON_REQUEST, Outcome
 from jobq.observe.metrics import outcome_label
 from jobq.runner import Run
-from jobq.tasks import CANCEL_REQUESTED, Status, Task
 
 NOW = datetime(2026, 11, 25, tzinfo=UTC)
 TASK = Task(

@@ -13,9 +13,9 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
+from jobq.db.prepared import Prepared
+from jobq.db.schema import locks, tasks
 from jobq.dialects.mysql import MySQLDialect, _ordered_update, _pymysql_conversions, _Rows
-from jobq.prepared import Prepared
-from jobq.schema import locks, tasks
 
 c = tasks.c
 

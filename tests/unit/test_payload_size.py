@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from jobq.payload import _ENCODER, json_size_at_least
+from jobq.db.payload import _ENCODER, json_size_at_least
 
 VALUES: list[Any] = [
     0, -1.5, True, None, "", "plain", "é\x01\"\\\n", "\U0001f600",

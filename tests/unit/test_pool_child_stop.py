@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import pytest
 
 from jobq import Status, executor
+from jobq.core.registry import TaskDefinition
 from jobq.executor import Outcome
 from jobq.pool import child
-from jobq.registry import TaskDefinition
 
 
 def noop() -> None:

@@ -12,9 +12,9 @@ import re
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import psycopg
 
+from jobq.db.prepared import Prepared
+from jobq.db.schema import tasks
 from jobq.dialects.postgresql import PostgresDialect
-from jobq.prepared import Prepared
-from jobq.schema import tasks
 
 c = tasks.c
 

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from jobq.urls import safe_url, scrub
+from jobq.db.urls import safe_url, scrub
 
 
 def pieces(secret: str) -> set[str]:

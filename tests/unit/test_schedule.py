@@ -10,7 +10,7 @@ import pytest
 
 import jobq
 from jobq import Cron
-from jobq.periodic import Schedule
+from jobq.cron.periodic import Schedule
 
 PARIS = "Europe/Paris"
 

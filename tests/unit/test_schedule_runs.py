@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from jobq.schedule_runs import ScheduleRun, run_status
-from jobq.tasks import Status
+from jobq.cron.runs import ScheduleRun, run_status
+from jobq.db.tasks import Status
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 

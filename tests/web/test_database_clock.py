@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 import jobq
-from jobq.tasks import as_utc
+from jobq.db.tasks import as_utc
 from tests.web.conftest import client_of
 
 SKEW_HOURS = 5

@@ -1,0 +1,426 @@
+"""App: the tasks a program defines, and the Store they are enqueued into. What users import."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from jobq.core.registry import Registry, TaskDefinition
+from jobq.core.retry import Backoff, backoff_policy
+from jobq.core.store import Store
+from jobq.cron.periodic import Schedule
+from jobq.cron.schedule import Cron
+from jobq.db.database import database_url
+from jobq.db.errors import (
+    InvalidOption,
+    InvalidTaskArguments,
+    InvalidWorkflow,
+    UnknownTask,
+)
+from jobq.db.payload import encode_args
+from jobq.db.validation import check_int, check_key
+from jobq.lifecycle.handles import TaskHandle
+from jobq.limits import Limit, Rate
+from jobq.locks import AdvisoryLock, Lease, Mutex, TimeoutLock
+from jobq.workflows.graph import Signature
+from jobq.workflows.handle import WorkflowHandle
+
+#: Enqueue options of TaskFunction.enqueue; the leading underscore keeps them apart from
+#: the task's own arguments, which may not start with one.
+ENQUEUE_OPTIONS = ("_delay", "_run_at", "_priority", "_queue", "_connection")
+
+
+class App:
+    """Tasks registered by name, and the Store they are enqueued into.
+
+    The database URL is ``database_url``, else $JOBQ_DATABASE_URL, else sqlite:///jobq.db;
+    the Store is created when first used.
+    """
+
+    def __init__(self, database_url: str | None = None) -> None:
+        self.registry = Registry()
+        self._database_url = database_url
+        self._store: Store | None = None
+        #: Cron schedules by name (app.periodic); workers store them when they start.
+        self.schedules: dict[str, Schedule] = {}
+        #: Called after each enqueue that is not inside a caller's transaction
+        #: (jobq.testing's immediate mode runs the tasks there).
+        self.after_enqueue: Callable[[], None] | None = None
+
+    @property
+    def store(self) -> Store:
+        """The Store tasks are enqueued into and captured from."""
+        if self._store is None:
+            self._store = Store(database_url(self._database_url))
+        return self._store
+
+    @store.setter
+    def store(self, store: Store) -> None:
+        self._store = store
+
+    def migrate(self) -> None:
+        """Create or upgrade jobq's tables (Alembic upgrade head)."""
+        self.store.migrate()
+
+    def task(
+        self,
+        func: Callable[..., Any] | None = None,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        retries: int = 3,
+        timeout: float | None = None,
+        lease: float = 30,
+        priority: int = 0,
+        unique: str | None = None,
+        lock: str | None = None,
+        backoff: Backoff | float | None = None,
+    ) -> Any:
+        """Register a sync or async function as a task; use as ``@app.task`` or ``@app.task(...)``.
+
+        ``unique`` and ``lock`` are templates formatted from the task's arguments, such as
+        ``"report:{day}"``: ``unique`` keeps one pending copy per key, ``lock`` keeps two
+        runs with the same key from overlapping. A template naming an argument the function
+        does not take is an error here, not at run time. ``backoff``: seconds before a retry,
+        or jobq.FixedBackoff / jobq.ExponentialBackoff (the default); else a TypeError here.
+        """
+
+        def register(function: Callable[..., Any]) -> TaskFunction:
+            definition = TaskDefinition(
+                name=name or function.__name__, func=function, queue=queue, retries=retries,
+                timeout=timeout, lease=float(lease), priority=priority, unique=unique, lock=lock,
+                backoff=backoff_policy(name or function.__name__, backoff),
+            )  # fmt: skip
+            self.registry.add(definition)
+            return TaskFunction(self, definition)
+
+        return register(func) if func is not None else register
+
+    def periodic(
+        self,
+        *,
+        cron: str,
+        name: str | None = None,
+        queue: str | None = None,
+        timezone: str = "UTC",
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> Callable[[Any], TaskFunction]:
+        """Run a task on a cron schedule: ``@app.periodic(cron="*/5 * * * *")``.
+
+        It decorates a plain function (registered as a task with the default options) or
+        a task already registered with ``@app.task(...)``, placed below it. ``cron`` is a
+        croniter expression read in ``timezone``: five fields, or six with seconds last
+        (``"* * * * * */10"``: every ten seconds). ``name`` names the schedule (default:
+        the task's name; give one per schedule to run a task on several), ``queue``
+        defaults to the task's queue, and ``kwargs`` are the arguments of every run.
+        Each tick runs once, across all workers; ticks missed while no worker ran are
+        one run. A bad expression, timezone or argument is an error here.
+        """
+        schedule_cron = Cron(cron, timezone)
+
+        def register(function: Any) -> TaskFunction:
+            if isinstance(function, TaskFunction):
+                if function.app is not self:
+                    raise InvalidOption(
+                        option="periodic", reason=f"{function!r} belongs to another app"
+                    )
+                definition = function.definition
+            else:  # registered below, once every check has passed
+                definition = TaskDefinition(name=function.__name__, func=function)
+            schedule_name = name or definition.name
+            check_key("name", schedule_name, required=True)
+            if queue is not None:
+                check_key("queue", queue, required=True)
+            if schedule_name in self.schedules:
+                raise InvalidOption(
+                    option="name",
+                    reason=f"a schedule named {schedule_name!r} is already defined; give "
+                    "each schedule of a task its own name",
+                )
+            arguments = definition.check_arguments(kwargs)
+            schedule = Schedule(
+                name=schedule_name, cron=schedule_cron, task=definition.name,
+                queue=queue or definition.queue, args=arguments, retries=definition.retries,
+                priority=definition.priority, lease=definition.lease, timeout=definition.timeout,
+                lock_key=definition.lock_key(arguments),
+            )  # fmt: skip
+            task = function if isinstance(function, TaskFunction) else self.task(function)
+            self.schedules[schedule_name] = schedule
+            return task
+
+        return register
+
+    # --- limits (jobq.limits) ----------------------------------------------------------
+
+    def set_limit(
+        self, queue: str, concurrency: int | None = None, rate: str | Rate | None = None
+    ) -> Limit | None:
+        """Limit ``queue`` to ``concurrency`` tasks at once and/or ``rate`` starts (``10/2s``).
+
+        Stored in the database, so every worker on every host obeys it within a second,
+        without a restart; it replaces the queue's previous limit. ``set_limit(queue)``
+        with neither clears it (and returns None).
+        """
+        if concurrency is None and rate is None:
+            self.store.clear_limit(queue)
+            return None
+        return self.store.set_limit(queue, concurrency=concurrency, rate=rate)
+
+    def pause_queue(self, queue: str) -> bool:
+        """Stop every worker taking tasks of ``queue`` (within a second); running ones
+        finish, waiting ones wait. False if it was paused already."""
+        return self.store.pause_queue(queue)
+
+    def resume_queue(self, queue: str) -> bool:
+        """Let workers take tasks of ``queue`` again; False if it was not paused."""
+        return self.store.resume_queue(queue)
+
+    # --- locks (jobq.locks), on this app's database --------------------------------------
+
+    def mutex(self, name: str, *, wait: float = 0.0) -> Mutex:
+        """A Mutex: held until released, by anyone; never expires."""
+        return Mutex(self.store, name, wait=wait)
+
+    def timeout_lock(self, name: str, timeout: float, *, wait: float = 0.0) -> TimeoutLock:
+        """A TimeoutLock: acquired at most once per ``timeout`` seconds."""
+        return TimeoutLock(self.store, name, timeout, wait=wait)
+
+    def lease(self, name: str, ttl: float, *, owner: str | None = None, wait: float = 0.0) -> Lease:
+        """A Lease: held by its owner until released or ``ttl`` seconds pass unrenewed."""
+        return Lease(self.store, name, ttl, owner=owner, wait=wait)
+
+    def advisory_lock(self, name: str, *, session: bool = False, wait: float = 0.0) -> AdvisoryLock:
+        """A PostgreSQL advisory lock (transaction-scoped unless ``session``)."""
+        return AdvisoryLock(self.store, name, session=session, wait=wait)
+
+    def definition(self, name: str) -> TaskDefinition:
+        """The task registered as ``name``, or UnknownTask."""
+        definition = self.registry.get(name)
+        if definition is None:
+            registered = ", ".join(sorted(d.name for d in self.registry)) or "none"
+            raise UnknownTask(name=name, registered=registered)
+        return definition
+
+    def enqueue(
+        self,
+        name: str,
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        delay: float | None = None,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        connection: Connection | None = None,
+    ) -> TaskHandle:
+        """Enqueue registered task ``name`` with ``kwargs``; its TaskHandle.
+
+        The handle is the new task's id (an int: it stores and serialises as one) that
+        can also wait for the task's result (``handle.result()``), read its status and
+        progress, and cancel it. The arguments are checked against the function's
+        signature and for JSON first, so a bad call raises TypeError and writes nothing.
+        The definition's queue, priority, retries, unique and lock keys are stored, and
+        its timeout (so that `jobq status` can tell a run past it); its lease and backoff
+        are not: the worker that runs the task applies its own definition's. Given
+        ``connection``, the task is written in that transaction: wait for it only once
+        the caller has committed.
+        """
+        definition = self.definition(name)
+        # Store.enqueue encodes them (once) before it writes anything.
+        arguments = definition.check_arguments(kwargs, json=False)
+        options = definition.row_options(arguments)
+        options.update(_given(queue=queue, priority=priority))
+        task_id = self.store.enqueue(
+            definition.name, arguments, run_at=run_at, delay=delay, connection=connection,
+            **options,
+        )  # fmt: skip
+        self._enqueued(connection)
+        return TaskHandle(task_id, self.store)
+
+    async def enqueue_async(
+        self,
+        name: str,
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        delay: float | None = None,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        connection: Connection | None = None,
+    ) -> TaskHandle:
+        """enqueue() for asyncio: the same arguments, checks, errors and TaskHandle, and
+        the event loop keeps running meanwhile (the write runs in a thread)."""
+        # One short statement: a thread of the loop's default executor, not a blocked loop.
+        enqueue = functools.partial(
+            self.enqueue, name, kwargs, delay=delay, run_at=run_at, priority=priority,
+            queue=queue, connection=connection,
+        )  # fmt: skip
+        return await asyncio.to_thread(enqueue)
+
+    def handle(self, id: int) -> TaskHandle:
+        """The TaskHandle of task ``id`` of this app's Store, to wait for or cancel a task
+        enqueued elsewhere (another process, say). Nothing is read: an unknown id is
+        TaskNotFound when the handle is used. InvalidOption if ``id`` is not an int."""
+        check_int("id", id)
+        return TaskHandle(int(id), self.store)
+
+    def workflow(self, id: int) -> WorkflowHandle:
+        """The WorkflowHandle of workflow ``id`` of this app's Store (one enqueued
+        elsewhere), read from its rows; WorkflowNotFound if it has none."""
+        check_int("id", id)
+        return WorkflowHandle.of(self.store, int(id))
+
+    def enqueue_many(
+        self,
+        name: str,
+        kwargs_list: Iterable[Mapping[str, Any] | None],
+        *,
+        delay: float | None = None,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        connection: Connection | None = None,
+    ) -> list[TaskHandle]:
+        """Enqueue task ``name`` once per entry of ``kwargs_list``; their TaskHandles (ids),
+        in order.
+
+        Every entry is checked before any is written. Tasks without unique or lock
+        templates go in bulk (one statement per 5,000).
+        """
+        definition = self.definition(name)
+        checked = [definition.check_arguments(kwargs) for kwargs in kwargs_list]
+        options: dict[str, Any] = dict(
+            queue=definition.queue if queue is None else queue,
+            priority=definition.priority if priority is None else priority,
+            run_at=run_at, delay=delay, retries=definition.retries, timeout=definition.timeout,
+            connection=connection,
+        )  # fmt: skip
+        if definition.unique is None and definition.lock is None:
+            ids = self.store.enqueue_many(definition.name, checked, **options)
+        else:
+            # Keys differ per entry (all formatted before any row is written); each row
+            # goes on its own, in one transaction.
+            keys = [(definition.unique_key(a), definition.lock_key(a)) for a in checked]
+
+            def enqueue_each(conn: Connection) -> list[int]:
+                return [
+                    self.store.enqueue(
+                        definition.name,
+                        arguments,
+                        unique_key=unique_key,
+                        lock_key=lock_key,
+                        **{**options, "connection": conn},
+                    )
+                    for arguments, (unique_key, lock_key) in zip(checked, keys, strict=True)
+                ]
+
+            ids = self.store.db.write(enqueue_each, connection, atomic=True)
+        self._enqueued(connection)
+        store = self.store
+        return [TaskHandle(task_id, store) for task_id in ids]
+
+    def _enqueued(self, connection: Connection | None) -> None:
+        if connection is None and self.after_enqueue is not None:
+            self.after_enqueue()
+
+
+class TaskFunction:
+    """A function registered as a task: call it to run it here, or enqueue it."""
+
+    def __init__(self, app: App, definition: TaskDefinition) -> None:
+        self.app = app
+        self.definition = definition
+        self.name = definition.name
+        functools.update_wrapper(self, definition.func)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the function in this process, as if it were not a task."""
+        return self.definition.func(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<task {self.name!r} of {self.definition.func!r}>"
+
+    def enqueue(self, **kwargs: Any) -> TaskHandle:
+        """Enqueue a run with these keyword arguments; its TaskHandle (an int: its id).
+
+        Options start with an underscore so they never collide with the task's arguments:
+        ``_delay`` (seconds), ``_run_at`` (datetime), ``_priority``, ``_queue``, and
+        ``_connection`` (enqueue inside that SQLAlchemy connection's transaction).
+        """
+        options = _split_options(self.name, kwargs)
+        return self.app.enqueue(self.name, kwargs, **options)
+
+    def s(self, **kwargs: Any) -> Signature:
+        """A signature: this task with these arguments, to enqueue as a node of a workflow
+        (jobq.chain, group, chord, Workflow). The arguments are checked now; options are
+        ``_queue``, ``_priority``, ``_delay`` and ``_run_at``.
+        """
+        options = _split_options(self.name, kwargs)
+        if "connection" in options:
+            raise InvalidTaskArguments(
+                f"task {self.name!r}: a signature takes no _connection; give it to enqueue()"
+            )
+        definition = self.definition
+        arguments = definition.check_arguments(kwargs, json=False)
+        args_text = encode_args(self.name, arguments)  # checked for JSON here, and kept
+        if definition.unique is not None:
+            raise InvalidWorkflow(
+                reason=f"task {self.name!r} has unique={definition.unique!r}: a workflow node "
+                "cannot be replaced by another pending task"
+            )
+        row = definition.row_options(arguments)
+        return Signature(
+            app=self.app,
+            name=self.name,
+            arguments=arguments,
+            args_text=args_text,
+            queue=options.get("queue", row["queue"]),
+            priority=options.get("priority", row["priority"]),
+            retries=row["retries"],
+            timeout=row["timeout"],
+            lock_key=row["lock_key"],
+            delay=options.get("delay"),
+            run_at=options.get("run_at"),
+        )
+
+    async def enqueue_async(self, **kwargs: Any) -> TaskHandle:
+        """enqueue() for asyncio: the same arguments and errors, without blocking the loop."""
+        options = _split_options(self.name, kwargs)
+        return await self.app.enqueue_async(self.name, kwargs, **options)
+
+    def enqueue_many(
+        self, kwargs_list: Iterable[Mapping[str, Any]], **options: Any
+    ) -> list[TaskHandle]:
+        """Enqueue one run per entry of ``kwargs_list``, sharing the underscore options;
+        their TaskHandles (ids), in order."""
+        unknown = set(options) - set(ENQUEUE_OPTIONS)
+        if unknown:
+            raise InvalidTaskArguments(
+                f"task {self.name!r}: unknown enqueue option(s) {', '.join(sorted(unknown))}; "
+                f"options are {', '.join(ENQUEUE_OPTIONS)}"
+            )
+        return self.app.enqueue_many(
+            self.name, kwargs_list, **{k.lstrip("_"): v for k, v in options.items()}
+        )
+
+
+def _split_options(task: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Remove the underscore options from ``kwargs`` and return them without the underscore."""
+    options = {}
+    for key in [k for k in kwargs if k.startswith("_")]:
+        if key not in ENQUEUE_OPTIONS:
+            raise InvalidTaskArguments(
+                f"task {task!r}: unknown enqueue option {key!r}; "
+                f"options are {', '.join(ENQUEUE_OPTIONS)}"
+            )
+        options[key[1:]] = kwargs.pop(key)
+    return options
+
+
+def _given(**options: Any) -> dict[str, Any]:
+    """The options not None: those the caller chose, which win over the definition's."""
+    return {key: value for key, value in options.items() if value is not None}

@@ -1,0 +1,1 @@
+"""Cron: schedules kept as recurring task rows, and each schedule's last runs."""

@@ -1,0 +1,79 @@
+"""Pausing a queue (a part of Store): no worker captures from it until it is resumed.
+
+A paused queue has a row in jobq_limits with ``paused`` set. Every capture of unlimited
+queues already leaves out the queues with a row (``queue_id NOT IN jobq_limits``), and a
+limiter's capture leaves out the paused ones, so a pause holds from its commit on and
+costs the captures of other queues nothing. Running tasks finish; nothing is released.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from jobq.db.database import Database
+from jobq.db.schema import limits
+from jobq.db.validation import check_key
+from jobq.dialects.base import Dialect
+from jobq.limits import Limit
+
+lc = limits.c
+
+
+class Pauses:
+    """Pause and resume queues, and say which are paused."""
+
+    db: Database
+    dialect: Dialect
+    #: Limits' copy of jobq_limits (jobq.limits.sql), dropped by every change here.
+    _limits_cache: tuple[float, dict[str, Limit], frozenset[str]] | None
+
+    def pause_queue(self, queue: str) -> bool:
+        """Stop every worker capturing from ``queue``; False if it was paused already.
+
+        Its running tasks finish as they would; its waiting tasks wait.
+        """
+        check_key("queue", queue, required=True)
+        now = self.dialect.now()
+
+        def pause(conn: Connection) -> bool:
+            was = conn.execute(sa.select(lc.paused).where(lc.queue == queue)).scalar()
+            # A new row limits nothing; its generation is drawn as every setting's is.
+            row = {"queue": queue, "paused": True, "updated_at": now}
+            row["generation"] = secrets.randbits(62) + 1
+            update = {"paused": True, "updated_at": now}
+            conn.execute(self.dialect.upsert_statement(limits, lc.queue, row, update))
+            return not was
+
+        paused = self.db.write(pause, atomic=True)
+        self._limits_cache = None
+        return paused
+
+    def resume_queue(self, queue: str) -> bool:
+        """Let workers capture from ``queue`` again; False if it was not paused."""
+        check_key("queue", queue, required=True)
+
+        def resume(conn: Connection) -> bool:
+            paused = sa.and_(lc.queue == queue, lc.paused)
+            unlimited = sa.and_(lc.concurrency.is_(None), lc.rate_count.is_(None))
+            resumed = conn.execute(sa.delete(limits).where(paused, unlimited)).rowcount
+            if not resumed:
+                update = sa.update(limits).where(paused).values(paused=False)
+                resumed = conn.execute(update.values(updated_at=self.dialect.now())).rowcount
+            if resumed:
+                # A limited queue is captured through its limiter, which idle workers
+                # know of from limits they read now and then: have them read again now.
+                self.dialect.wake_for_limits(conn, queue)
+            return bool(resumed)
+
+        resumed = self.db.write(resume, atomic=True)
+        self._limits_cache = None
+        return resumed
+
+    def paused_queues(self) -> list[str]:
+        """The paused queues, by name, as stored now."""
+        stmt = sa.select(lc.queue).where(lc.paused).order_by(lc.queue)
+        with self.db.unit(read_only=True) as conn:
+            return list(conn.execute(stmt).scalars())
