@@ -4,8 +4,8 @@ The locks are in ``jobq.locks`` (Mutex, TimeoutLock, Lease, AdvisoryLock), given
 """
 
 from jobq.app import App, TaskFunction
+from jobq.app.store import Store
 from jobq.core.retry import Backoff, ExponentialBackoff, FixedBackoff
-from jobq.core.store import Store
 from jobq.cron.periodic import Schedule, ScheduleState
 from jobq.cron.runs import ScheduleRun
 from jobq.cron.schedule import Cron

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from jobq.logs import in_and_at
 
 if TYPE_CHECKING:
-    from jobq.core.store import Store
+    from jobq.app.store import Store
 
 log = logging.getLogger("jobq.worker")
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from jobq.app.store import Store
 from jobq.core.registry import Registry, TaskDefinition
 from jobq.core.retry import Backoff, backoff_policy
-from jobq.core.store import Store
 from jobq.cron.periodic import Schedule
 from jobq.cron.schedule import Cron
 from jobq.db.database import database_url
@@ -167,36 +167,36 @@ class App:
         with neither clears it (and returns None).
         """
         if concurrency is None and rate is None:
-            self.store.clear_limit(queue)
+            self.store.queue_limits.clear_limit(queue)
             return None
-        return self.store.set_limit(queue, concurrency=concurrency, rate=rate)
+        return self.store.queue_limits.set_limit(queue, concurrency=concurrency, rate=rate)
 
     def pause_queue(self, queue: str) -> bool:
         """Stop every worker taking tasks of ``queue`` (within a second); running ones
         finish, waiting ones wait. False if it was paused already."""
-        return self.store.pause_queue(queue)
+        return self.store.pauses.pause_queue(queue)
 
     def resume_queue(self, queue: str) -> bool:
         """Let workers take tasks of ``queue`` again; False if it was not paused."""
-        return self.store.resume_queue(queue)
+        return self.store.pauses.resume_queue(queue)
 
     # --- locks (jobq.locks), on this app's database --------------------------------------
 
     def mutex(self, name: str, *, wait: float = 0.0) -> Mutex:
         """A Mutex: held until released, by anyone; never expires."""
-        return Mutex(self.store, name, wait=wait)
+        return self.store.locks.mutex(name, wait=wait)
 
     def timeout_lock(self, name: str, timeout: float, *, wait: float = 0.0) -> TimeoutLock:
         """A TimeoutLock: acquired at most once per ``timeout`` seconds."""
-        return TimeoutLock(self.store, name, timeout, wait=wait)
+        return self.store.locks.timeout_lock(name, timeout, wait=wait)
 
     def lease(self, name: str, ttl: float, *, owner: str | None = None, wait: float = 0.0) -> Lease:
         """A Lease: held by its owner until released or ``ttl`` seconds pass unrenewed."""
-        return Lease(self.store, name, ttl, owner=owner, wait=wait)
+        return self.store.locks.lease(name, ttl, owner=owner, wait=wait)
 
     def advisory_lock(self, name: str, *, session: bool = False, wait: float = 0.0) -> AdvisoryLock:
         """A PostgreSQL advisory lock (transaction-scoped unless ``session``)."""
-        return AdvisoryLock(self.store, name, session=session, wait=wait)
+        return self.store.locks.advisory_lock(name, session=session, wait=wait)
 
     def definition(self, name: str) -> TaskDefinition:
         """The task registered as ``name``, or UnknownTask."""

@@ -19,6 +19,7 @@ import click
 
 from jobq.app import App
 from jobq.app.loading import load_app
+from jobq.app.store import Store
 from jobq.cli.common import (
     PRIORITY,
     RETRIES,
@@ -52,7 +53,6 @@ from jobq.cli.why import why
 from jobq.cli.workers import list_workers
 from jobq.cli.workflows import parents_note, read_parents, workflow
 from jobq.core.registry import TaskDefinition
-from jobq.core.store import Store
 from jobq.db.durations import format_duration
 from jobq.db.errors import JobqError
 from jobq.db.tasks import Status, Task

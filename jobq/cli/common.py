@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from jobq.core.store import Store
+from jobq.app.store import Store
 from jobq.db.errors import JobqError
 from jobq.db.patience import Deadline, patiently
 

@@ -13,9 +13,9 @@ from click.core import ParameterSource
 
 from jobq import logs
 from jobq.app.loading import load_app
+from jobq.app.store import Store
 from jobq.cli.common import app_option, clear_errors
 from jobq.cli.params import KeepFor, UnsignedInt
-from jobq.core.store import Store
 from jobq.limits import Limiter
 from jobq.observe.metrics import WorkerMetrics
 from jobq.pool import ProcessPool

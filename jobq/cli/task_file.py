@@ -21,8 +21,8 @@ from typing import IO, Protocol
 import click
 from sqlalchemy.engine import Connection
 
+from jobq.app.store import Store
 from jobq.cli.params import TaskLine, task_line
-from jobq.core.store import Store
 from jobq.db.errors import InvalidTaskArguments, JobqError
 from jobq.db.payload import encode_args
 

@@ -54,8 +54,9 @@ _LOAD_GAP = 60.0
 class Enqueuer:
     """enqueue and enqueue_many."""
 
-    db: Database
-    dialect: Dialect
+    def __init__(self, db: Database, dialect: Dialect) -> None:
+        self.db = db
+        self.dialect = dialect
 
     def enqueue(
         self,
@@ -114,7 +115,7 @@ class Enqueuer:
             insert = self.db.prepare(key, lambda: self.dialect.insert_statement(timing, traced))
             task_id = self.db.insert(insert, params, connection=connection)[0]
             if connection is not None:
-                self._loaded(connection, 1)
+                self.loaded(connection, 1)
             return task_id
 
         def insert_or_find(conn: Connection) -> int:
@@ -129,7 +130,7 @@ class Enqueuer:
 
         task_id = self.db.write(insert_or_find, connection)
         if connection is not None:
-            self._loaded(connection, 1)
+            self.loaded(connection, 1)
         return task_id
 
     def enqueue_many(
@@ -215,10 +216,10 @@ class Enqueuer:
                 connection,
                 atomic=True,
             )
-        self._loaded(connection, len(ids))
+        self.loaded(connection, len(ids))
         return ids
 
-    def _loaded(self, connection: Connection | None, rows: int) -> None:
+    def loaded(self, connection: Connection | None, rows: int) -> None:
         """Count ``rows`` tasks just enqueued, in the caller's transaction (``connection``)
         or by this Store in bulk on its own (committed; a pause of _LOAD_GAP seconds starts
         that count again). Once either count reaches the dialect's bulk_load_rows, and

@@ -1,8 +1,9 @@
-"""Store: the only code that executes SQL about tasks.
+"""TaskStore: the core's SQL about tasks: enqueue, capture, the fenced ends, heartbeat, rescue.
 
-This module holds capture and the fenced writes about runs; enqueueing (enqueuer.py),
-operators' actions (task_admin.py) and the worker registry (worker_registry.py) are
-mixed into the same Store. Every method is one statement or one short transaction, or
+Enqueueing (enqueue.py) and the registry of workers (workers.py) are objects of the
+TaskStore's own; capabilities reach in through the hooks of jobq.core.hooks, and are
+objects of their own built on a TaskStore (``store.capability(Kind)``; the public
+jobq.Store builds them all). Every method is one statement or one short transaction, or
 joins the caller's given ``connection`` (see Database.unit). Writes about a captured run
 are fenced by its attempt number: they apply only while the row is still in_progress
 with that attempt, and report whether they did.
@@ -11,18 +12,18 @@ with that attempt, and report whether they did.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from jobq.core import run_end
 from jobq.core.enqueue import Enqueuer
+from jobq.core.hooks import Hooks
 from jobq.core.retry import Backoff, ExponentialBackoff
 from jobq.core.workers import WorkerRegistry
-from jobq.cron.periodic import Periodic
 from jobq.db.database import Database
 from jobq.db.errors import first_line
 from jobq.db.outage import Outage
@@ -31,15 +32,6 @@ from jobq.db.schema import status_is, tasks
 from jobq.db.tasks import CANCELLED_ON_REQUEST, NO_NAMED_LEASES, Completion, Leases, Status, Task
 from jobq.db.validation import INT32, check_int, check_key, check_seconds, queue_list
 from jobq.dialects.base import lease_of
-from jobq.lifecycle.admin import TaskAdmin
-from jobq.limits import Limit, Limiter
-from jobq.limits.pause import Pauses
-from jobq.limits.sql import SQL_LIMITER, Limits
-from jobq.queues.retention import QueueRetention
-from jobq.workflows.rows import Workflows
-
-if TYPE_CHECKING:
-    from jobq.observe.why import Explanation  # observe sits above store: imported late
 
 c = tasks.c
 
@@ -49,12 +41,11 @@ _HEARTBEAT_CHUNK = 500
 _LOCK_KEY_RACE_TRIES = 5
 
 _T = TypeVar("_T")
+_C = TypeVar("_C")
 
 
-class Store(
-    Enqueuer, TaskAdmin, WorkerRegistry, Periodic, Limits, Pauses, QueueRetention, Workflows
-):
-    """Tasks in SQL rows: enqueue, capture, set_status, heartbeat, rescue, prune."""
+class TaskStore:
+    """Tasks in SQL rows: enqueue, capture, set_status, heartbeat, rescue."""
 
     def __init__(
         self,
@@ -74,6 +65,28 @@ class Store(
         self.backoff: Backoff = backoff or ExponentialBackoff()
         #: Called by dispose(): what threads of this Store's own hold (a waiters' LISTEN).
         self.on_dispose: list[Callable[[], None]] = []
+        #: What capabilities registered to act inside capture and the ends (jobq.core.hooks).
+        self.hooks = Hooks()
+        self._capabilities: dict[Callable[[TaskStore], Any], Any] = {}
+        #: Enqueueing: new task rows, one or many per statement.
+        self.enqueuer = Enqueuer(self.db, self.dialect)
+        self.enqueue = self.enqueuer.enqueue
+        self.enqueue_many = self.enqueuer.enqueue_many
+        #: The registry of live workers (jobq_workers).
+        self.workers = WorkerRegistry(self.db, self.dialect)
+        self.register_worker = self.workers.register_worker
+        self.touch_worker = self.workers.touch_worker
+        self.unregister_worker = self.workers.unregister_worker
+        self.live_workers = self.workers.live_workers
+        self.forget_workers = self.workers.forget_workers
+
+    def capability(self, kind: Callable[[TaskStore], _C]) -> _C:
+        """This store's one ``kind(self)``, made on its first use: the object of a
+        capability, which registers its hooks on this store as it is made."""
+        made = self._capabilities.get(kind)
+        if made is None:
+            made = self._capabilities[kind] = kind(self)
+        return made  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return f"Store({self.db!r})"
@@ -106,7 +119,7 @@ class Store(
         queues: Sequence[str] | str | None = None,
         worker_id: str,
         lease: float | Leases | None = None,
-        limiter: Limiter | None = None,
+        limiter: Any = None,
     ) -> list[Task]:
         """Atomically move at most ``limit`` capturable tasks to in_progress for ``worker_id``.
 
@@ -114,11 +127,12 @@ class Store(
         overrides each task's own lease seconds; by default a row keeps the lease it was
         enqueued with, else gets the one ``Leases`` names for its task (else 30 s). Each
         returned task carries its new ``attempt``.
-        Limited queues (set_limit) come first, as many as ``limiter`` (by default the
-        database itself) allows; each is atomic on its own.
+        Limited queues (set_limit) come first, as many as ``limiter`` (a jobq.limits.Limiter;
+        by default the database itself) allows; each is atomic on its own. (Limits reach
+        capture through the hook ``capture_filter``, jobq.core.hooks.)
         """
         names = _capture_options(limit, queues, worker_id, lease)
-        limited = self.limited_queues(names) if limit else {}
+        limited = self._filtered(names) if limit else {}
         return self._capture_all(limit, names, worker_id, lease, limiter, limited)
 
     def _capture_all(
@@ -127,19 +141,20 @@ class Store(
         names: list[str] | None,
         worker_id: str,
         lease: float | Leases | None,
-        limiter: Limiter | None,
-        limited: dict[str, Limit],
+        limiter: Any,
+        limited: Mapping[str, Any],
     ) -> list[Task]:
         """The ``limited`` queues through the limiter, then the others in one statement."""
         captured: list[Task] = []
-        if limited:
+        gate = self.hooks.capture_filter
+        if limited and gate is not None:
             captured = self._retrying_lock_key_races(
-                lambda: (limiter or SQL_LIMITER).capture(
-                    self, limited, limit, worker_id=worker_id, lease=lease
+                lambda: gate.capture_filtered(
+                    limited, limit, limiter=limiter, worker_id=worker_id, lease=lease
                 )
             )
         rest = limit - len(captured)
-        if names is not None and self.withheld_queues(names):
+        if names is not None and gate is not None and gate.withheld(names):
             return captured  # every queue named is limited or paused: nothing is left
         return captured + self._retrying_lock_key_races(
             lambda: self._capture(None, rest, names, worker_id, lease)
@@ -170,6 +185,11 @@ class Store(
                 atomic=True,
             )
         return self._captured(rows)
+
+    def _filtered(self, names: list[str] | None) -> Mapping[str, Any]:
+        """The queues of ``names`` that a capture leaves to the capture filter, if any."""
+        gate = self.hooks.capture_filter
+        return {} if gate is None else gate.filtered(names)
 
     def _captured(self, rows: Iterable[Sequence[Any]]) -> list[Task]:
         """Tasks from captured rows, in capture order."""
@@ -219,10 +239,10 @@ class Store(
         )
         ended = Completion(id, attempt, shape[0], in_workflow=True)
         write = functools.partial(self.db.run, node, params)
-        if self.end_nodes([ended], lambda conn: write(connection=conn), connection) == 1:
+        if self._ends_in_workflow([ended], lambda conn: write(connection=conn), connection) == 1:
             return True
         end = Completion(id, attempt, shape[0], result, params["new_error"], retry_delay)
-        return self._end_recurring([end], connection=connection, run_at=run_at) == 1
+        return self._ends_left_alone([end], connection, run_at) == 1
 
     def set_statuses(self, completions: Sequence[Completion]) -> int:
         """Record many ends of runs in one statement, each fenced as set_status is.
@@ -240,7 +260,7 @@ class Store(
 
     def _record(self, encoded: run_end.Encoded) -> int:
         """Write ``encoded``'s ends; how many applied. Ends of workflow nodes settle the
-        nodes after them in the same transaction (jobq.workflows.settle)."""
+        nodes after them in the same transaction (the hook ``ends_in_workflow``)."""
         record = self._record_prepared()
         ends = encoded.completions
         if not any(end.in_workflow for end in ends):
@@ -254,7 +274,30 @@ class Store(
             )
             return applied + self._end_unapplied(ends, applied, conn)
 
-        return self.end_nodes(ends, write)
+        return self._ends_in_workflow(ends, write)
+
+    def _ends_in_workflow(
+        self,
+        ends: Sequence[Completion],
+        write: Callable[[Connection], int],
+        connection: Connection | None = None,
+    ) -> int:
+        """``write(conn)`` (it records ``ends``; how many applied) in one transaction with
+        what the ends of workflow nodes cause, if a capability hooked in (jobq.core.hooks)."""
+        hook = self.hooks.ends_in_workflow
+        if hook is None:
+            return self.db.write(write, connection, atomic=True)
+        return hook(ends, write, connection)
+
+    def _ends_left_alone(
+        self,
+        ends: Sequence[Completion],
+        connection: Connection | None,
+        run_at: datetime | None = None,
+    ) -> int:
+        """Record those of ``ends`` that the fenced statements left alone (a recurring
+        row's), through the hooks ``ends_left_alone``; how many applied."""
+        return sum(hook(ends, connection, run_at) for hook in self.hooks.ends_left_alone)
 
     def _record_safely(self, encoded: run_end.Encoded) -> int:
         """_record(encoded), falling back to one end at a time if the database refuses it."""
@@ -283,7 +326,7 @@ class Store(
         """Record the ends the batch statement left alone (recurring rows'); how many applied."""
         if applied >= len(completions):
             return 0
-        return self._end_recurring(completions, connection=connection)
+        return self._ends_left_alone(completions, connection)
 
     def complete_and_capture(
         self,
@@ -293,7 +336,7 @@ class Store(
         queues: Sequence[str] | str | None = None,
         worker_id: str,
         lease: float | Leases | None = None,
-        limiter: Limiter | None = None,
+        limiter: Any = None,
     ) -> tuple[int, list[Task]]:
         """set_statuses(completions), then capture(limit, ...), in one transaction.
 
@@ -307,7 +350,7 @@ class Store(
         Returns how many completions applied, and the captured tasks.
         """
         names = _capture_options(limit, queues, worker_id, lease)
-        limited = self.limited_queues(names) if limit else {}
+        limited = self._filtered(names) if limit else {}
         encoded = self._encode(completions) if completions else None
         # Ends of workflow nodes settle the nodes after them, which capture must then see.
         nodes = encoded is not None and any(end.in_workflow for end in encoded.completions)
@@ -438,7 +481,8 @@ class Store(
 
         One whose cancel was asked for ends cancelled instead, as its run would have.
 
-        A recurring row with no retry left goes back to its schedule's next tick.
+        A recurring row with no retry left goes back to its schedule's next tick (the
+        hooks ``rescues`` of jobq.core.hooks).
         """
         now = self.dialect.now()
         # A run whose cancel was asked for ends cancelled rather than waiting for a retry.
@@ -462,7 +506,7 @@ class Store(
             )
         )
         rescued = self.db.write(lambda conn: conn.execute(stmt).rowcount)
-        return rescued + self._rescue_recurring()
+        return rescued + sum(rescue() for rescue in self.hooks.rescues)
 
     # --- reading --------------------------------------------------------------------
 
@@ -474,13 +518,6 @@ class Store(
         )
         rows = self.db.run(stmt, {"task_id": id}, fetch=True)
         return Task.from_values(self._read(rows[0])) if rows else None
-
-    def explain(self, id: int) -> Explanation:
-        """Why task ``id`` is or is not running, from the rows alone (see jobq.observe.why);
-        TaskNotFound if there is no such task."""
-        from jobq.observe.why import explain
-
-        return explain(self, id)
 
 
 def _capture_options(

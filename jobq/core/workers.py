@@ -25,8 +25,9 @@ FORGET_AFTER = 3600.0
 class WorkerRegistry:
     """Workers register when they start, touch their row as they run, and leave."""
 
-    db: Database
-    dialect: Dialect
+    def __init__(self, db: Database, dialect: Dialect) -> None:
+        self.db = db
+        self.dialect = dialect
 
     def register_worker(
         self,

@@ -1,4 +1,4 @@
-"""Periodic: cron schedules as recurring rows of the tasks table (a part of Store).
+"""Periodic: cron schedules as recurring rows of the tasks table (``store.cron``).
 
 A schedule is a jobq_schedules row naming one task row marked recurring. Capture takes
 that row like any other once its run_at is due; the end of the run moves run_at to the
@@ -16,12 +16,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from jobq.core.retry import Backoff
 from jobq.core.run_end import end_values, next_delay
 from jobq.cron.runs import (
     KEPT_RUNS,
@@ -32,12 +31,13 @@ from jobq.cron.runs import (
     run_status,
 )
 from jobq.cron.schedule import Cron
-from jobq.db.database import Database
 from jobq.db.errors import InvalidOption, UnknownSchedule
 from jobq.db.schema import schedules, status_is, tasks
 from jobq.db.tasks import Completion, Status, as_utc
 from jobq.db.validation import INT32, check_int, check_key
-from jobq.dialects.base import Dialect
+
+if TYPE_CHECKING:
+    from jobq.core.store import TaskStore
 
 c = tasks.c
 s = schedules.c
@@ -109,11 +109,21 @@ class SyncReport:
 
 
 class Periodic:
-    """Schedules: sync from an app, end their runs, list and switch them."""
+    """Schedules: sync from an app, end their runs, list and switch them.
 
-    db: Database
-    dialect: Dialect
-    backoff: Backoff
+    Made on a TaskStore (``store.capability(Periodic)``), it records the ends of recurring
+    rows' runs, which the fenced end statements leave alone, and ends their expired runs
+    in each rescue pass (hooks ``ends_left_alone`` and ``rescues`` of jobq.core.hooks).
+    """
+
+    def __init__(self, store: TaskStore) -> None:
+        self.store = store
+        self.db = store.db
+        self.dialect = store.dialect
+        store.hooks.ends_left_alone.append(
+            lambda ends, conn, run_at: self._end_recurring(ends, connection=conn, run_at=run_at)
+        )
+        store.hooks.rescues.append(self._rescue_recurring)
 
     # --- definitions ---------------------------------------------------------------
 
@@ -315,7 +325,7 @@ class Periodic:
         self, row: Any, end: Completion, now: datetime, run_at: datetime | None
     ) -> tuple[dict[str, Any], str | None]:
         """The SET clause ending ``row``'s run as ``end`` says, and the schedule's last status."""
-        delay = next_delay(end.status, end.attempt, end.retry_delay, self.backoff)
+        delay = next_delay(end.status, end.attempt, end.retry_delay, self.store.backoff)
         next_run = self.dialect.now_plus(delay) if run_at is None else as_utc(run_at)
         if row.name is None:
             # Its schedule is gone (a database without foreign keys lost it): end it as a

@@ -236,7 +236,7 @@ class PostgresDialect(Dialect):
     # capture index rather than looking the ids up. No statement shape takes that choice
     # away: a LIMIT over an ordered index walk is weighed against a bitmap and a sort by the
     # estimated number of matching rows alone, and PostgreSQL takes no plan hints. So after
-    # a bulk load jobq brings the statistics up to date itself (Enqueuer._loaded): ANALYZE
+    # a bulk load jobq brings the statistics up to date itself (Enqueuer.loaded): ANALYZE
     # samples at most 30,000 rows, whatever the table's size (0.15 s for a million here).
     bulk_load_rows = 10_000
 

@@ -1,23 +1,26 @@
 """TaskAdmin: what an operator does to tasks by hand: list, count, retry, cancel, prune.
 
-A part of Store (mixed in); it runs on the Store's database.
+A capability object on a TaskStore (``store.admin`` of jobq.Store); what a cancel or a
+retry does to the tasks after it (a workflow's) is the hooks' (jobq.core.hooks).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from jobq.db.database import Database
+from jobq.core.cancel import cancel_update
 from jobq.db.errors import TaskNotFound
 from jobq.db.schema import HOLDS_UNIQUE_KEY, status_is, task_edges, tasks
 from jobq.db.tasks import Status, Task, as_utc
 from jobq.db.validation import INT32, check_int, check_key, check_seconds, queue_list
-from jobq.dialects.base import Dialect
 from jobq.lifecycle import bulk
+
+if TYPE_CHECKING:
+    from jobq.core.store import TaskStore
 
 c = tasks.c
 
@@ -25,12 +28,10 @@ c = tasks.c
 class TaskAdmin:
     """Listing, counting, retrying and cancelling tasks."""
 
-    db: Database
-    dialect: Dialect
-    _read: Any
-    _cancel_after: Callable[[Any, Sequence[int]], int]  # jobq.workflows.rows
-    _revive_after: Callable[[Any, int], int]  # jobq.workflows.rows
-    _settle_removed: Callable[[Any, Sequence[int], str], int]  # jobq.workflows.rows
+    def __init__(self, store: TaskStore) -> None:
+        self.store = store
+        self.db = store.db
+        self.dialect = store.dialect
 
     def cancel(self, id: int) -> bool:
         """Cancel task ``id``: a waiting one at once, a running one by a request.
@@ -52,7 +53,7 @@ class TaskAdmin:
 
         def cancel(conn: Any) -> bool:
             if self.db.run(stmt, {"id": id}, connection=conn) == 1:
-                self._cancel_after(conn, [id])  # a workflow node's descendants, if any
+                self.store.hooks.cancelled(conn, [id])  # a workflow node's descendants, if any
                 return True
             if not self.db.run(exists, {"id": id}, connection=conn, fetch=True):
                 raise TaskNotFound(id=id)
@@ -93,7 +94,7 @@ class TaskAdmin:
         def retry(conn: Any) -> bool:
             if conn.execute(stmt).rowcount != 1:
                 return False
-            self._revive_after(conn, id)  # a workflow node's descendants, if any
+            self.store.hooks.retried(conn, id)  # a workflow node's descendants, if any
             return True
 
         return self.db.write(retry, atomic=True)
@@ -180,7 +181,7 @@ class TaskAdmin:
         shape = (status is not None, queue is not None, name is not None)
         stmt = self.db.prepare(("list", *shape), lambda: self._list_statement(*shape))
         rows = self.db.run(stmt, params, fetch=True)
-        return [Task.from_values(self._read(row)) for row in rows]
+        return [Task.from_values(self.store._read(row)) for row in rows]
 
     def _list_statement(self, by_status: bool, by_queue: bool, by_name: bool) -> sa.Select[Any]:
         stmt = sa.select(tasks).order_by(c.id.desc()).limit(sa.bindparam("limit", type_=sa.Integer))
@@ -252,13 +253,13 @@ class TaskAdmin:
         """Cancel every waiting task of ``queue`` (queued, blocked, or failed with retries
         left), in transactions of ``batch_size`` tasks; how many. Running tasks are left
         alone; a workflow node's blocked descendants are cancelled with it."""
-        return bulk.cancel_waiting(self, queue, batch_size=batch_size)
+        return bulk.cancel_waiting(self.store, queue, batch_size=batch_size)
 
     def purge(self, queue: str, *, batch_size: int = 10_000) -> int:
         """Delete every waiting task of ``queue`` (queued, blocked, or failed with retries
         left), in transactions of ``batch_size`` tasks; how many. Running and finished ones
         stay; a workflow node's blocked descendants elsewhere are cancelled."""
-        return bulk.purge(self, queue, batch_size=batch_size)
+        return bulk.purge(self.store, queue, batch_size=batch_size)
 
     def prune(
         self,
@@ -273,7 +274,7 @@ class TaskAdmin:
         check_seconds("older_than", seconds)
         if queue is not None:
             check_key("queue", queue, required=True)
-        return bulk.prune(self, float(seconds), queue=queue, batch_size=batch_size)
+        return bulk.prune(self.store, float(seconds), queue=queue, batch_size=batch_size)
 
     def running_tasks(self) -> dict[str, list[Task]]:
         """The running (in_progress) tasks by the worker id that captured them (locked_by),
@@ -288,53 +289,6 @@ class TaskAdmin:
 
         by_worker: dict[str, list[Task]] = {}
         for row in self.db.run(self.db.prepare("running_tasks", statement), {}, fetch=True):
-            task = Task.from_values(self._read(row))
+            task = Task.from_values(self.store._read(row))
             by_worker.setdefault(task.locked_by or "", []).append(task)
         return by_worker
-
-
-def cancel_update(
-    dialect: Dialect, which: sa.ColumnElement[bool], error: str | None = None
-) -> sa.Update:
-    """One UPDATE cancelling the tasks ``which`` selects that have not finished: a waiting
-    one (queued, blocked, or failed with retries left) ends cancelled (its error set to
-    ``error`` if given); a running one gets a cancel request.
-
-    One statement, deciding each row by its status as it is when the row is written, so
-    that a run starting or ending meanwhile cannot slip between two: PostgreSQL (READ
-    COMMITTED) re-reads a row changed since the statement began and re-evaluates WHERE and
-    SET on its newest version, InnoDB's UPDATE reads the newest committed version under
-    its lock, and SQLite's writers take turns. Status is set last: MySQL's later
-    assignments see the earlier ones' values.
-    """
-    running = status_is(Status.IN_PROGRESS)
-    now = dialect.now()
-    finished_error = (
-        []
-        if error is None
-        else [(c.error, sa.case((running, c.error), else_=sa.literal(error, sa.Text)))]
-    )
-    return (
-        sa.update(tasks)
-        .where(
-            which,
-            sa.or_(
-                status_is(Status.QUEUED),
-                status_is(Status.BLOCKED),
-                sa.and_(status_is(Status.FAILED), c.retries_left > 0),
-                running,
-            ),
-        )
-        .ordered_values(
-            (
-                c.cancel_requested_at,
-                sa.case(
-                    (running, sa.func.coalesce(c.cancel_requested_at, now)),
-                    else_=c.cancel_requested_at,
-                ),
-            ),
-            *finished_error,
-            (c.finished_at, sa.case((running, c.finished_at), else_=now)),
-            (c.status, sa.case((running, c.status), else_=Status.CANCELLED.value)),
-        )
-    )

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from jobq.core.hooks import Hooks
 from jobq.db.database import Database
 from jobq.db.schema import HAS_RETRIES, status_is, task_edges, tasks
 from jobq.db.tasks import Status
@@ -36,10 +37,10 @@ class HasDatabase(Protocol):
 
 
 class SettlesNodes(HasDatabase, Protocol):
-    """What cancelling and purging need of a jobq.Store: its database, and the settling
-    of the nodes after the workflow nodes a batch took (jobq.workflows.rows)."""
+    """What cancelling and purging need of a TaskStore: its database, and its hooks, which
+    settle the nodes after the workflow nodes a batch took (Hooks.after_removal)."""
 
-    def _settle_removed(self, conn: Connection, ids: Sequence[int], queue: str) -> int: ...
+    hooks: Hooks
 
 
 #: How many tasks a batch takes by default.
@@ -78,7 +79,7 @@ Apply = Callable[[Connection, Sequence[int], str], int]
 
 def cancel_waiting(store: SettlesNodes, queue: str, *, batch_size: int = DEFAULT_BATCH) -> int:
     """Cancel every waiting task of ``queue`` (queued, blocked, or failed with retries
-    left), as Store.cancel cancels one, in batches of ``batch_size``; how many were
+    left), as TaskStore.cancel cancels one, in batches of ``batch_size``; how many were
     cancelled (of ``queue``: not the descendants elsewhere cancelled with them)."""
     update = sa.update(tasks).values(
         status=Status.CANCELLED.value, finished_at=store.db.dialect.now()
@@ -86,7 +87,7 @@ def cancel_waiting(store: SettlesNodes, queue: str, *, batch_size: int = DEFAULT
 
     def apply(conn: Connection, ids: Sequence[int], queue: str) -> int:
         cancelled = conn.execute(update.where(c.id.in_(ids), c.queue_id == queue, WAITING)).rowcount
-        store._settle_removed(conn, ids, queue)  # workflow nodes' descendants, if any
+        store.hooks.removed(conn, ids, queue)  # workflow nodes' descendants, if any
         return cancelled
 
     return _in_batches(store, queue, batch_size, apply)
@@ -103,7 +104,7 @@ def purge(store: SettlesNodes, queue: str, *, batch_size: int = DEFAULT_BATCH) -
         # A purged workflow node's edges go too (SQLite enforces no foreign key); the
         # edges out of it stay until its children settle, which find it gone.
         conn.execute(sa.delete(task_edges).where(task_edges.c.child_id.in_(ids), _gone))
-        store._settle_removed(conn, ids, queue)
+        store.hooks.removed(conn, ids, queue)
         return deleted
 
     return _in_batches(store, queue, batch_size, apply)

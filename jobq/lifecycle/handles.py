@@ -1,7 +1,7 @@
 """TaskHandle: an enqueued task's id that can read the task, wait for its result, cancel it.
 
 App.enqueue returns one. It is an int (the id), so code that stored, compared, logged or
-serialised ids keeps working; it also holds the Store the task was enqueued into.
+serialised ids keeps working; it also holds the TaskStore the task was enqueued into.
 """
 
 from __future__ import annotations
@@ -12,22 +12,23 @@ from jobq.db.errors import TaskCancelled, TaskFailed, TaskNotFound
 from jobq.db.tasks import CANCELLED_ON_REQUEST, Status, Task
 from jobq.db.validation import check_seconds
 from jobq.lifecycle import waiting
+from jobq.lifecycle.admin import TaskAdmin
 
 if TYPE_CHECKING:
-    from jobq.core.store import Store
+    from jobq.core.store import TaskStore
 
 
 class TaskHandle(int):
     """Task ``id`` of ``store``: an int equal to the id, with ways to follow the task.
 
     ``handle.id`` and ``int(handle)`` are the plain id; ``str(handle)`` and JSON give the
-    number; pickling gives a plain int (a Store does not travel). Arithmetic gives ints.
+    number; pickling gives a plain int (a TaskStore does not travel). Arithmetic gives ints.
     """
 
-    #: The Store the task lives in.
-    store: Store
+    #: The TaskStore the task lives in.
+    store: TaskStore
 
-    def __new__(cls, id: int, store: Store) -> TaskHandle:
+    def __new__(cls, id: int, store: TaskStore) -> TaskHandle:
         handle = super().__new__(cls, id)
         handle.store = store
         return handle
@@ -95,12 +96,12 @@ class TaskHandle(int):
     # --- acting --------------------------------------------------------------------------
 
     def cancel(self) -> bool:
-        """Cancel the task (Store.cancel): a waiting one at once, a running one by a request.
+        """Cancel the task (TaskStore.cancel): a waiting one at once, a running one by a request.
 
         True if it did either, False if the task has ended already; TaskNotFound if
         there is no such task.
         """
-        return self.store.cancel(int(self))
+        return self.store.capability(TaskAdmin).cancel(int(self))
 
 
 def outcome(task: Task) -> Any:

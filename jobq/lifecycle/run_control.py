@@ -13,7 +13,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from jobq.core.store import Store
+from jobq.core.store import TaskStore
 from jobq.db.schema import status_is, tasks
 from jobq.db.tasks import Status
 from jobq.lifecycle.in_task import PROGRESS
@@ -33,7 +33,7 @@ _CHUNK = 500
 class RunControl:
     """Cancel requests heard and progress written, on ``store``, for one worker's runs."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: TaskStore) -> None:
         self.store = store
         self._next_check = 0.0
         self._next_progress = 0.0
@@ -46,7 +46,7 @@ class RunControl:
 
     def tick(self, now: float, fences: Iterable[Fence]) -> set[Fence]:
         """Write due progress reports; which of ``fences`` (runs in progress) have a cancel
-        request. Raises the Store's JobqError when the database cannot be reached (the
+        request. Raises the TaskStore's JobqError when the database cannot be reached (the
         reports are kept for the next tick)."""
         if PROGRESS and now >= self._next_progress:
             self._write_progress()

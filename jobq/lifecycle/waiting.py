@@ -1,8 +1,8 @@
 """How a waiter hears that a task ended: a notification on PostgreSQL, else polling its row.
 
-Each Store has one EndWatcher (watcher_for), made when a handle first waits. Where the
+Each TaskStore has one EndWatcher (watcher_for), made when a handle first waits. Where the
 database can notify (Dialect.listen_for_ends), the watcher starts one thread with one
-connection listening for the ends of awaited tasks, shared by every waiter of the Store,
+connection listening for the ends of awaited tasks, shared by every waiter of the TaskStore,
 and wakes the waiters of each id it hears of. A waiter then never polls:
 
 1. it registers with the watcher, so that no notification of its id is dropped;
@@ -38,7 +38,7 @@ from jobq.db.schema import tasks
 from jobq.db.tasks import Status, Task
 
 if TYPE_CHECKING:
-    from jobq.core.store import Store
+    from jobq.core.store import TaskStore
 
 c = tasks.c
 
@@ -102,10 +102,10 @@ class Waiter:
 
 
 class EndWatcher:
-    """The waiters of one Store, and (where the database notifies) the one listening
-    thread that wakes them. Made by watcher_for; holds the Store's engine, not the Store."""
+    """The waiters of one TaskStore, and (where the database notifies) the one listening
+    thread that wakes them. Made by watcher_for; holds the TaskStore's engine, not the TaskStore."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: TaskStore) -> None:
         self._engine = store.engine
         self._dialect = store.dialect
         self._lock = threading.Lock()
@@ -116,7 +116,7 @@ class EndWatcher:
         #: Whether the listening connection has been made (once is enough: each time it
         #: is made again, every waiter is woken to read its row).
         self.listening = False
-        #: Rows read by this Store's waiters: a test proves with it that they do not poll.
+        #: Rows read by this TaskStore's waiters: a test proves with it that they do not poll.
         self.reads = 0
         #: Wakes of all waiters at once: each time the listening connection was (re)made.
         self.wake_alls = 0
@@ -133,7 +133,7 @@ class EndWatcher:
             return self.notifies
 
     def stop(self) -> None:
-        """Stop the listening thread (within a second); the Store is gone."""
+        """Stop the listening thread (within a second); the TaskStore is gone."""
         self._stop.set()
 
     def add(self, waiter: Waiter) -> None:
@@ -166,7 +166,7 @@ class EndWatcher:
         for waiter in woken:
             waiter.wake()
 
-    def read(self, store: Store, waiter: Waiter) -> Task:
+    def read(self, store: TaskStore, waiter: Waiter) -> Task:
         """The waiter's row now, counted; TaskNotFound if there is none."""
         with self._lock:
             self.reads += 1
@@ -177,7 +177,7 @@ class EndWatcher:
         return task
 
     @staticmethod
-    def mark_awaited(store: Store, task_id: int) -> None:
+    def mark_awaited(store: TaskStore, task_id: int) -> None:
         """Set the row's ``awaited``, so that its end is notified; a no-op write is skipped."""
         stmt = store.db.prepare(
             "mark awaited",
@@ -203,12 +203,12 @@ class _ScrubbedOutage(Outage):
         super().lost(what, shown, began)
 
 
-# One watcher per Store, forgotten with it (its finalizer stops the watcher's thread).
-_watchers: weakref.WeakKeyDictionary[Store, EndWatcher] = weakref.WeakKeyDictionary()
+# One watcher per TaskStore, forgotten with it (its finalizer stops the watcher's thread).
+_watchers: weakref.WeakKeyDictionary[TaskStore, EndWatcher] = weakref.WeakKeyDictionary()
 _watchers_lock = threading.Lock()
 
 
-def watcher_for(store: Store) -> EndWatcher:
+def watcher_for(store: TaskStore) -> EndWatcher:
     """The EndWatcher of ``store``, made on first use (it starts nothing yet)."""
     with _watchers_lock:
         watcher = _watchers.get(store)
@@ -219,8 +219,8 @@ def watcher_for(store: Store) -> EndWatcher:
         return watcher
 
 
-def _forgetting(store: Store, watcher: EndWatcher) -> Callable[[], None]:
-    """What Store.dispose calls: stop ``watcher``; the Store's next waiter makes another."""
+def _forgetting(store: TaskStore, watcher: EndWatcher) -> Callable[[], None]:
+    """What TaskStore.dispose calls: stop ``watcher``; the TaskStore's next waiter makes another."""
     store_ref = weakref.ref(store)
 
     def forget() -> None:
@@ -250,7 +250,7 @@ def _timed_out(task: Task, deadline: Deadline) -> Task:
     raise ResultTimeout(id=task.id, timeout=deadline.timeout, status=task.status.value)
 
 
-def wait_for_end(store: Store, task_id: int, timeout: float | None) -> Task:
+def wait_for_end(store: TaskStore, task_id: int, timeout: float | None) -> Task:
     """Block until task ``task_id`` ends; its terminal row.
 
     ResultTimeout when ``timeout`` seconds (None: no end; 0: one look) pass first,
@@ -263,7 +263,7 @@ def wait_for_end(store: Store, task_id: int, timeout: float | None) -> Task:
         return _wait_for_end(store, task_id, deadline)
 
 
-def _wait_for_end(store: Store, task_id: int, deadline: Deadline) -> Task:
+def _wait_for_end(store: TaskStore, task_id: int, deadline: Deadline) -> Task:
     watcher = watcher_for(store)
     waiter = Waiter(task_id)
     if deadline.timeout == 0:
@@ -285,7 +285,7 @@ def _wait_for_end(store: Store, task_id: int, deadline: Deadline) -> Task:
         watcher.remove(waiter)
 
 
-def _poll(store: Store, watcher: EndWatcher, waiter: Waiter, deadline: Deadline) -> Task:
+def _poll(store: TaskStore, watcher: EndWatcher, waiter: Waiter, deadline: Deadline) -> Task:
     """wait_for_end where the database cannot notify: read the row at growing intervals."""
     pause = POLL_FIRST
     while True:
@@ -299,7 +299,7 @@ def _poll(store: Store, watcher: EndWatcher, waiter: Waiter, deadline: Deadline)
         pause = min(pause * 2, POLL_MAX)
 
 
-async def wait_for_end_async(store: Store, task_id: int, timeout: float | None) -> Task:
+async def wait_for_end_async(store: TaskStore, task_id: int, timeout: float | None) -> Task:
     """wait_for_end in an event loop, never blocking it: reads run in a thread (short),
     and the wait itself is an asyncio.Event the watcher's thread sets, or asyncio.sleep."""
     deadline = Deadline(timeout)
@@ -308,7 +308,7 @@ async def wait_for_end_async(store: Store, task_id: int, timeout: float | None) 
         return await _wait_for_end_async(store, task_id, deadline)
 
 
-async def _wait_for_end_async(store: Store, task_id: int, deadline: Deadline) -> Task:
+async def _wait_for_end_async(store: TaskStore, task_id: int, deadline: Deadline) -> Task:
     watcher = watcher_for(store)
     waiter = Waiter(task_id, asyncio.get_running_loop())
 

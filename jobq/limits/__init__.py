@@ -21,10 +21,9 @@ from jobq.db.validation import shown
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-    from jobq.core.store import Store
     from jobq.db.tasks import Leases, Task
 
-__all__ = ["Limit", "Limiter", "Rate", "parse_rate"]
+__all__ = ["Limit", "LimitedQueues", "Limiter", "Rate", "parse_rate"]
 
 #: The largest count or concurrency: the columns are 32-bit integers.
 MAX_COUNT = 2**31 - 1
@@ -112,17 +111,38 @@ class Limit:
         return ", ".join(parts)
 
 
+class LimitedQueues(Protocol):
+    """What a limiter may ask of the limits of a store (jobq.limits.sql.Limits)."""
+
+    def limits(self) -> dict[str, Limit]:
+        """Every queue's limit, as stored now."""
+        ...
+
+    def capture_within_limit(
+        self, queue: str, wanted: int, *, worker_id: str, lease: float | Leases | None
+    ) -> list[Task]:
+        """Capture at most ``wanted`` tasks of ``queue``, within its limit."""
+        ...
+
+    def capture_from_limited_queue(
+        self, queue: str, wanted: int, *, worker_id: str, lease: float | Leases | None
+    ) -> list[Task]:
+        """Capture at most ``wanted`` tasks of ``queue``, its limit enforced elsewhere."""
+        ...
+
+
 class Limiter(Protocol):
     """Captures from limited queues, never more than their limits allow.
 
     The Store captures unlimited queues itself; for the queues in ``limited`` it asks its
-    limiter. A limiter that holds something per run (a TigerBeetle slot) gives it back in
-    ``release`` and keeps it alive in ``renew``.
+    limiter, through the limits (``store``, the capture filter of jobq.core.hooks). A
+    limiter that holds something per run (a TigerBeetle slot) gives it back in ``release``
+    and keeps it alive in ``renew``.
     """
 
     def capture(
         self,
-        store: Store,
+        store: LimitedQueues,
         limited: Mapping[str, Limit],
         wanted: int,
         *,

@@ -1,4 +1,4 @@
-"""Pausing a queue (a part of Store): no worker captures from it until it is resumed.
+"""Pausing a queue (``store.pauses``): no worker captures from it until it is resumed.
 
 A paused queue has a row in jobq_limits with ``paused`` set. Every capture of unlimited
 queues already leaves out the queues with a row (``queue_id NOT IN jobq_limits``), and a
@@ -9,26 +9,32 @@ costs the captures of other queues nothing. Running tasks finish; nothing is rel
 from __future__ import annotations
 
 import secrets
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from jobq.db.database import Database
 from jobq.db.schema import limits
 from jobq.db.validation import check_key
-from jobq.dialects.base import Dialect
-from jobq.limits import Limit
+from jobq.limits.sql import Limits
+
+if TYPE_CHECKING:
+    from jobq.core.store import TaskStore
 
 lc = limits.c
 
 
 class Pauses:
-    """Pause and resume queues, and say which are paused."""
+    """Pause and resume queues, and say which are paused (``store.pauses``).
 
-    db: Database
-    dialect: Dialect
-    #: Limits' copy of jobq_limits (jobq.limits.sql), dropped by every change here.
-    _limits_cache: tuple[float, dict[str, Limit], frozenset[str]] | None
+    A pause is a column of the queue's jobq_limits row: captures leave a paused queue to
+    the limits (jobq.limits.sql.Limits), whose copy of the table every change here drops.
+    """
+
+    def __init__(self, store: TaskStore) -> None:
+        self.db = store.db
+        self.dialect = store.dialect
+        self._limits = store.capability(Limits)
 
     def pause_queue(self, queue: str) -> bool:
         """Stop every worker capturing from ``queue``; False if it was paused already.
@@ -48,7 +54,7 @@ class Pauses:
             return not was
 
         paused = self.db.write(pause, atomic=True)
-        self._limits_cache = None
+        self._limits.forget()
         return paused
 
     def resume_queue(self, queue: str) -> bool:
@@ -69,7 +75,7 @@ class Pauses:
             return bool(resumed)
 
         resumed = self.db.write(resume, atomic=True)
-        self._limits_cache = None
+        self._limits.forget()
         return resumed
 
     def paused_queues(self) -> list[str]:

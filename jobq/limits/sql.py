@@ -1,4 +1,4 @@
-"""Limits in SQL (a part of Store): define them, and enforce them inside capture.
+"""Limits in SQL (``store.queue_limits``): define them, and enforce them inside capture.
 
 Every capture statement leaves limited queues out (``queue_id NOT IN jobq_limits``), so
 an unlimited queue's capture pays one anti-join with a small table and nothing more: no
@@ -12,20 +12,19 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from jobq.db.database import Database
 from jobq.db.schema import limit_starts, limits, status_is, tasks, waiting
 from jobq.db.tasks import Leases, Status, Task
 from jobq.db.validation import check_key
-from jobq.dialects.base import Dialect
-from jobq.limits import Limit, Rate, parse_rate
+from jobq.limits import Limit, LimitedQueues, Rate, parse_rate
 
 if TYPE_CHECKING:
+    from jobq.core.store import TaskStore
     from jobq.limits import Limiter
 
 c = tasks.c
@@ -39,17 +38,47 @@ LIMITS_REFRESH = 1.0
 
 
 class Limits:
-    """Per-queue limits: set, clear and read them; capture limited queues within them."""
+    """Per-queue limits: set, clear and read them; capture limited queues within them.
 
-    db: Database
-    dialect: Dialect
-    #: When jobq_limits was read, its limits (of paused queues too), and the paused queues.
-    _limits_cache: tuple[float, dict[str, Limit], frozenset[str]] | None = None
-    #: Seconds the limits read may be relied on, when not LIMITS_REFRESH: an idle worker
-    #: sets more for its looks (jobq.worker.IDLE_LIMITS_AGE).
-    limits_max_age: float | None = None
-    #: Store._capture: capture on ``connection``, of limited queues too if not unlimited_only.
-    _capture: Callable[..., list[Task]]
+    Made on a TaskStore (``store.capability(Limits)``), it is the store's capture filter
+    (jobq.core.hooks.CaptureFilter): captures leave limited and paused queues to it.
+    """
+
+    def __init__(self, store: TaskStore) -> None:
+        self.store = store
+        self.db = store.db
+        self.dialect = store.dialect
+        #: When jobq_limits was read, its limits (of paused queues too), and the paused queues.
+        self._limits_cache: tuple[float, dict[str, Limit], frozenset[str]] | None = None
+        #: Seconds the limits read may be relied on, when not LIMITS_REFRESH: an idle worker
+        #: sets more for its looks (jobq.worker's IDLE_LIMITS_AGE).
+        self.limits_max_age: float | None = None
+        store.hooks.capture_filter = self
+
+    def forget(self) -> None:
+        """Read jobq_limits afresh at the next capture: a limit or a pause changed."""
+        self._limits_cache = None
+
+    # --- the capture filter (jobq.core.hooks) -----------------------------------------
+
+    def filtered(self, names: Sequence[str] | None) -> Mapping[str, Any]:
+        return self.limited_queues(names)
+
+    def withheld(self, names: Sequence[str]) -> bool:
+        return self.withheld_queues(names)
+
+    def capture_filtered(
+        self,
+        filtered: Mapping[str, Any],
+        limit: int,
+        *,
+        limiter: Limiter | None,
+        worker_id: str,
+        lease: float | Leases | None,
+    ) -> list[Task]:
+        return (limiter or SQL_LIMITER).capture(
+            self, filtered, limit, worker_id=worker_id, lease=lease
+        )
 
     # --- definitions ---------------------------------------------------------------
 
@@ -214,7 +243,9 @@ class Limits:
                 room = min(room, self._rate_room(conn, queue, limit.rate, clock))
             if room <= 0:
                 return []
-            captured = self._capture(conn, room, [queue], worker_id, lease, unlimited_only=False)
+            captured = self.store._capture(
+                conn, room, [queue], worker_id, lease, unlimited_only=False
+            )
             if limit.rate is not None and captured:
                 # One start per captured row, at its start time (the clock, after the lock).
                 starts = sa.select(sa.literal(queue, sa.String), c.started_at).where(
@@ -244,7 +275,7 @@ class Limits:
         For a limiter that enforces the limit elsewhere and has granted ``wanted`` runs.
         Nothing from a paused queue, however recently paused.
         """
-        return self._capture(None, wanted, [queue], worker_id, lease, unlimited_only=False)
+        return self.store._capture(None, wanted, [queue], worker_id, lease, unlimited_only=False)
 
 
 class SqlLimiter:
@@ -252,7 +283,7 @@ class SqlLimiter:
 
     def capture(
         self,
-        store: Any,
+        store: LimitedQueues,
         limited: Mapping[str, Limit],
         wanted: int,
         *,

@@ -34,7 +34,7 @@ from jobq.db.tasks import Status, as_utc
 from jobq.db.urls import scrub
 
 if TYPE_CHECKING:
-    from jobq.core.store import Store
+    from jobq.app.store import Store
 
 c = tasks.c
 

@@ -37,7 +37,7 @@ from jobq.observe.counting import ACTIVE_PART, PART_STATUSES, BackgroundCounts
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
-    from jobq.core.store import Store
+    from jobq.app.store import Store
 
 log = logging.getLogger("jobq.exporter")
 

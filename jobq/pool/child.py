@@ -73,7 +73,7 @@ def main(
     # own: this process must not share their sockets, nor close them.
     app.store.engine.dispose(close=False)
     if database_url is not None:
-        from jobq.core.store import Store  # the worker's --database-url, for in-task reads
+        from jobq.app.store import Store  # the worker's --database-url, for in-task reads
 
         app.store = Store(database_url)
     workflow_results.serve(app.store)

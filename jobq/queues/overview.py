@@ -7,10 +7,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from jobq.db.tasks import Status
+from jobq.lifecycle.admin import TaskAdmin
 from jobq.limits import Limit
+from jobq.limits.pause import Pauses
+from jobq.limits.sql import Limits
+from jobq.queues.retention import QueueRetention
 
 if TYPE_CHECKING:
-    from jobq.core.store import Store
+    from jobq.core.store import TaskStore
 
 
 @dataclass(frozen=True)
@@ -27,16 +31,16 @@ class QueueState:
     workers: list[str]
 
 
-def queue_states(store: Store) -> list[QueueState]:
+def queue_states(store: TaskStore) -> list[QueueState]:
     """Every queue that has tasks, a limit, a pause or a retention of its own, or that a
     live worker names; by name.
 
     A worker serving every queue is counted among the workers of each.
     """
-    counts = store.counts()
-    limits = store.limits()
-    paused = set(store.paused_queues())
-    retentions = store.retentions()
+    counts = store.capability(TaskAdmin).counts()
+    limits = store.capability(Limits).limits()
+    paused = set(store.capability(Pauses).paused_queues())
+    retentions = store.capability(QueueRetention).retentions()
     live = [worker for worker in store.live_workers() if worker.alive]
     named = {queue for worker in live for queue in worker.queues or ()}
     names = {queue for queue, _ in counts} | set(limits) | paused | named | set(retentions)

@@ -1,4 +1,4 @@
-"""How long each queue's finished tasks are kept (a part of Store).
+"""How long each queue's finished tasks are kept (``store.retention``).
 
 A queue without a row in jobq_queue_retention keeps them for the workers' ``--retain``
 (7 days by default); a row gives the queue a time of its own, or NULL: forever. The
@@ -8,14 +8,16 @@ worker elected for the upkeep prunes them (jobq.upkeep.retention).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from jobq.db.database import Database
 from jobq.db.schema import queue_retention
 from jobq.db.validation import check_key, check_seconds
-from jobq.dialects.base import Dialect
+
+if TYPE_CHECKING:
+    from jobq.core.store import TaskStore
 
 rc = queue_retention.c
 
@@ -26,8 +28,9 @@ FOREVER = math.inf
 class QueueRetention:
     """Set, clear and read the queues' own retention times."""
 
-    db: Database
-    dialect: Dialect
+    def __init__(self, store: TaskStore) -> None:
+        self.db = store.db
+        self.dialect = store.dialect
 
     def set_retention(self, queue: str, seconds: float) -> None:
         """Keep the finished tasks of ``queue`` for ``seconds`` (FOREVER: never prune them),

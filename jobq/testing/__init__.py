@@ -23,7 +23,7 @@ from sqlalchemy.pool import StaticPool
 
 from jobq import executor
 from jobq.app import App
-from jobq.core.store import Store
+from jobq.app.store import Store
 from jobq.db.tasks import Completion
 from jobq.workflows import in_task as workflow_results
 

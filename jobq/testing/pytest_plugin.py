@@ -24,7 +24,7 @@ import pytest
 
 from jobq import testing
 from jobq.app import App
-from jobq.core.store import Store
+from jobq.app.store import Store
 
 
 def sqlite_url(path: Path) -> str:

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from jobq import locks
-from jobq.core.store import Store
+from jobq.app.store import Store
 from jobq.core.workers import FORGET_AFTER
 from jobq.db.durations import format_duration
 from jobq.db.errors import JobqError

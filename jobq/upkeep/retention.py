@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-from jobq.core.store import Store
+from jobq.app.store import Store
 from jobq.db.durations import format_duration
 from jobq.db.errors import JobqError
 from jobq.db.schema import queue_retention, tasks

@@ -26,7 +26,7 @@ from jobq.web.auth import BEARER, csrf_ok, safe_next
 from jobq.web.views import flash, render
 
 if TYPE_CHECKING:
-    from jobq.core.store import Store
+    from jobq.app.store import Store
 
 #: (kind, text) of a flash message: kind is ok or error.
 Outcome = tuple[str, str]

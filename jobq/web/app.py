@@ -22,7 +22,7 @@ try:
 except ImportError:  # pragma: no cover - the extra is installed wherever tests run
     raise MissingExtra(feature="jobq dashboard", extra="web") from None
 
-from jobq.core.store import Store
+from jobq.app.store import Store
 from jobq.db.errors import DatabaseUnavailable, SchemaNotMigrated
 from jobq.db.patience import Deadline, patiently
 from jobq.db.urls import safe_url

@@ -31,7 +31,7 @@ from jobq.web.task_rows import running_tasks
 from jobq.web.views import render
 
 if TYPE_CHECKING:
-    from jobq.core.store import Store
+    from jobq.app.store import Store
     from jobq.observe.counting import BackgroundCounts
 
 

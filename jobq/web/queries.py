@@ -27,7 +27,7 @@ from jobq.upkeep import UPKEEP_LOCK
 from jobq.web.values import CELL_CHARS, clipped
 
 if TYPE_CHECKING:
-    from jobq.core.store import Store
+    from jobq.app.store import Store
 
 c = tasks.c
 

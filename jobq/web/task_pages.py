@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from jobq.core.store import Store
+from jobq.app.store import Store
 from jobq.db.errors import TaskNotFound
 from jobq.db.tasks import Status, Task
 from jobq.web.task_rows import neighbours, task_view, workflow_view

@@ -15,7 +15,7 @@ from jobq.db.tasks import Status, Task, as_utc
 from jobq.web.values import CELL_CHARS, FIELDS, PAGE_CHARS, Shown, clipped, shown
 
 if TYPE_CHECKING:
-    from jobq.core.store import Store
+    from jobq.app.store import Store
 
 c = tasks.c
 e = task_edges.c

@@ -11,16 +11,27 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jobq.db.errors import InvalidWorkflow
 from jobq.db.validation import INT32, check_datetime, check_int, check_key, check_seconds
+from jobq.workflows.rows import Workflows
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
-    from jobq.app import App
+    from jobq.core.store import TaskStore
     from jobq.workflows.handle import WorkflowHandle
+
+
+class SignatureApp(Protocol):
+    """What a signature needs of the app whose task it runs (a jobq.App)."""
+
+    @property
+    def store(self) -> TaskStore: ...
+
+    def _enqueued(self, connection: Connection | None) -> None: ...
+
 
 #: The enqueue options a signature takes (``task.s(x=1, _queue="q")``).
 SIGNATURE_OPTIONS = ("_delay", "_run_at", "_priority", "_queue")
@@ -35,7 +46,7 @@ class Signature:
     moment: once its parents are done, a node still waits for it if it is later.
     """
 
-    app: App
+    app: SignatureApp
     name: str
     arguments: dict[str, Any]
     #: ``arguments`` as the JSON text stored (encoded, and so checked, once).
@@ -131,7 +142,9 @@ class Workflow:
             raise InvalidWorkflow(reason="it has no nodes")
         app = self.nodes[0].signature.app
         store = app.store
-        workflow_id, ids = store.enqueue_workflow(self.nodes, connection=connection)
+        workflow_id, ids = store.capability(Workflows).enqueue_workflow(
+            self.nodes, connection=connection
+        )
         app._enqueued(connection)  # jobq.testing.immediate runs them now
         sinks = _sinks(self.nodes)
         return WorkflowHandle(workflow_id, store, ids, [node.index for node in sinks])

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 from jobq.db.errors import WorkflowNotFound
 from jobq.db.validation import check_seconds
 from jobq.lifecycle.handles import TaskHandle
+from jobq.workflows.rows import Workflows
 
 if TYPE_CHECKING:
-    from jobq.core.store import Store
+    from jobq.core.store import TaskStore
 
 
 class WorkflowHandle:
@@ -19,7 +20,7 @@ class WorkflowHandle:
     they were added. Its result is its final node's (a node no other runs after), or the
     list of its final nodes' results where it has several (a group)."""
 
-    def __init__(self, id: int, store: Store, task_ids: Sequence[int], final: Sequence[int]):
+    def __init__(self, id: int, store: TaskStore, task_ids: Sequence[int], final: Sequence[int]):
         #: The workflow's id (`jobq workflow show ID`).
         self.id = id
         self.store = store
@@ -29,13 +30,15 @@ class WorkflowHandle:
         self._final = list(final)
 
     @classmethod
-    def of(cls, store: Store, id: int) -> WorkflowHandle:
+    def of(cls, store: TaskStore, id: int) -> WorkflowHandle:
         """The handle of workflow ``id`` of ``store``, enqueued elsewhere (another
         process, say), read from its rows; WorkflowNotFound if it has none."""
-        nodes = store.workflow_tasks(id)
+        nodes = store.capability(Workflows).workflow_tasks(id)
         if not nodes:
             raise WorkflowNotFound(id=id)
-        parents = {parent_id for _, _, parent_id, _ in store.workflow_edges(id)}
+        parents = {
+            parent_id for _, _, parent_id, _ in store.capability(Workflows).workflow_edges(id)
+        }
         final = [i for i, task in enumerate(nodes) if task.id not in parents]
         return cls(id, store, [task.id for task in nodes], final)
 
@@ -75,7 +78,7 @@ class WorkflowHandle:
     def cancel(self) -> int:
         """Cancel every node not finished yet: waiting ones at once, running ones by a
         request (they end cancelled unless they finish first). How many it did either to."""
-        return self.store.cancel_workflow(self.id)
+        return self.store.capability(Workflows).cancel_workflow(self.id)
 
 
 def _check(timeout: Any) -> None:

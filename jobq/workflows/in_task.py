@@ -9,15 +9,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from jobq.lifecycle.in_task import current_task
+from jobq.workflows.rows import Workflows
 
 if TYPE_CHECKING:
-    from jobq.workflows.rows import Workflows
+    from jobq.core.store import TaskStore
 
 # The Store of the worker running tasks in this process (a worker has one process).
-_store: Workflows | None = None
+_store: TaskStore | None = None
 
 
-def serve(store: Workflows | None) -> None:
+def serve(store: TaskStore | None) -> None:
     """Let parent_results() read from ``store`` (a worker's, while it runs; None after)."""
     global _store
     _store = store
@@ -32,4 +33,4 @@ def parent_results() -> list[Any]:
     task = current_task()
     if task is None or task.workflow_id is None or _store is None:
         return []
-    return _store.parent_results(task.id)
+    return _store.capability(Workflows).parent_results(task.id)

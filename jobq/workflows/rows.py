@@ -1,4 +1,4 @@
-"""Workflows: a part of Store (mixed in) that writes, reads, settles and cancels them.
+"""Workflows (``store.workflows``): write, read, settle and cancel them.
 
 A workflow is one row of jobq_workflows, a task row per node (``workflow_id`` set; a
 node with parents starts ``blocked``) and an edge row per (child, parent), all written in
@@ -10,23 +10,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from jobq.core.cancel import cancel_update
 from jobq.core.run_end import chunked_records
-from jobq.db.database import Database
 from jobq.db.errors import JobqError, WorkflowNotFound
 from jobq.db.schema import task_edges, tasks, workflows
 from jobq.db.tasks import Completion, Status, Task, as_utc
 from jobq.db.validation import check_int
 from jobq.dialects.base import Dialect
-from jobq.lifecycle.admin import cancel_update
 from jobq.workflows import settle
 
 if TYPE_CHECKING:
-    from jobq.workflows.graph import Node
+    from jobq.core.store import TaskStore
 
 c = tasks.c
 e = task_edges.c
@@ -36,18 +35,39 @@ log = logging.getLogger("jobq.workflows")
 WORKFLOW_CANCELLED = "cancelled with its workflow"
 
 
+class NodeRow(Protocol):
+    """What enqueue_workflow reads of a node (a jobq.workflows.graph.Node)."""
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def signature(self) -> Any: ...
+
+    @property
+    def after(self) -> Sequence[NodeRow]: ...
+
+
 class Workflows:
     """enqueue_workflow, its nodes and edges, and what the ends of nodes do to the others."""
 
-    db: Database
-    dialect: Dialect
-    _read: Any
-    _loaded: Callable[[Connection | None, int], None]  # jobq.core.enqueue
+    def __init__(self, store: TaskStore) -> None:
+        """Made on a TaskStore (``store.capability(Workflows)``): the ends of nodes settle
+        the nodes after them, as cancels, retries and bulk removals of nodes do (the hooks
+        of jobq.core.hooks)."""
+        self.store = store
+        self.db = store.db
+        self.dialect = store.dialect
+        hooks = store.hooks
+        hooks.ends_in_workflow = self.end_nodes
+        hooks.after_cancel.append(self._cancel_after)
+        hooks.after_retry.append(self._revive_after)
+        hooks.after_removal.append(self._settle_removed)
 
     # --- writing ---------------------------------------------------------------------
 
     def enqueue_workflow(
-        self, nodes: Sequence[Node], *, connection: Connection | None = None
+        self, nodes: Sequence[NodeRow], *, connection: Connection | None = None
     ) -> tuple[int, list[int]]:
         """Write a workflow of ``nodes`` (each after nodes listed before it): its id, and
         the task ids of its nodes in order. One transaction, or the caller's."""
@@ -77,8 +97,8 @@ class Workflows:
 
         written = self.db.write(write, connection, atomic=True)
         # A large workflow is a bulk load: the planner's statistics are refreshed after it
-        # as after enqueue_many's (Enqueuer._loaded).
-        self._loaded(connection, len(nodes))
+        # as after enqueue_many's (Enqueuer.loaded).
+        self.store.enqueuer.loaded(connection, len(nodes))
         return written
 
     # --- what ends do ----------------------------------------------------------------
@@ -215,7 +235,7 @@ class Workflows:
             ),
         )
         rows = self.db.run(query, {"workflow_id": workflow_id}, fetch=True)
-        return [Task.from_values(self._read(row)) for row in rows]
+        return [Task.from_values(self.store._read(row)) for row in rows]
 
     def workflow_edges(self, workflow_id: int) -> list[tuple[int, int, int, bool]]:
         """(child_id, position, parent_id, parent_done) of every edge of a workflow."""
@@ -245,7 +265,7 @@ class Workflows:
         )
         rows = self.db.run(query, {"id": id}, fetch=True)
         return [
-            (row[0], None if row[1] is None else Task.from_values(self._read(row[1:])))
+            (row[0], None if row[1] is None else Task.from_values(self.store._read(row[1:])))
             for row in rows
         ]
 
@@ -369,7 +389,7 @@ def _edge_insert(dialect: Dialect) -> sa.Insert:
     return dialect.memo(("workflow", "insert edges"), build)
 
 
-def _record(node: Node, now: datetime | None) -> dict[str, Any]:
+def _record(node: NodeRow, now: datetime | None) -> dict[str, Any]:
     """The record of ``node``'s task row in the insert's ``nodes`` parameter."""
     signature = node.signature
     delay = signature.delay or 0.0

@@ -93,7 +93,7 @@ def test_a_limit_set_on_the_command_line_holds_captures(
 ) -> None:
     store.enqueue_many("t", [{}] * 5, queue="emails")
     succeeded(cli(db_url, "limits", "set", "emails", "--concurrency", "2"))
-    store._limits_cache = None  # as a running worker's copy after LIMITS_REFRESH
+    store.queue_limits.forget()  # as a running worker's copy after LIMITS_REFRESH
     assert len(store.capture(10, worker_id="w")) == 2
     assert store.capture(10, worker_id="w") == []
 

@@ -671,7 +671,7 @@ def test_a_queue_limited_elsewhere_is_left_out_at_once_despite_a_stale_copy(
     assert by_queue(capture(store)) == {}
     assert in_progress(store, "q") == 0
 
-    store._limits_cache = None  # as after LIMITS_REFRESH
+    store.queue_limits.forget()  # as after LIMITS_REFRESH
     assert by_queue(capture(store)) == {"q": 1}
     assert by_queue(capture(store)) == {}
 
@@ -696,7 +696,7 @@ def test_a_cleared_limit_frees_the_queue_within_the_refresh(
     assert len(capture(store)) == 1
     assert capture(store) == []
     assert other.clear_limit("q")
-    store._limits_cache = None  # as after LIMITS_REFRESH
+    store.queue_limits.forget()  # as after LIMITS_REFRESH
     assert len(capture(store)) == 4  # nothing holds the queue back any more
     assert store.limit_usage() == {}
 
@@ -712,7 +712,7 @@ def test_a_cleared_limit_is_never_exceeded_by_a_stale_copy(
     assert other.clear_limit("q")
     rest = capture(store)
     assert sorted(task.id for task in first + rest) == sorted({t.id for t in first + rest})
-    store._limits_cache = None
+    store.queue_limits.forget()
     more = capture(store)
     assert len(first) + len(rest) + len(more) == 5
 

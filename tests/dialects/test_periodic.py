@@ -55,7 +55,7 @@ def schedule(
 def db_now(store: jobq.Store) -> datetime:
     """The database's clock."""
     with store.engine.connect() as conn:
-        return store._now(conn)
+        return store.cron._now(conn)
 
 
 def row(store: jobq.Store, task_id: int) -> Task:

@@ -83,7 +83,7 @@ def test_downgrade_to_0005_drops_only_the_limit_tables_and_upgrade_restores_them
     with store.engine.connect() as conn:
         assert jobq_ddl(conn) == before
     assert store.limits() == {}  # the limits went with their table
-    store._limits_cache = None
+    store.queue_limits.forget()
     assert [task.id for task in store.capture(10, worker_id="w")] == [ids[1]]
     store.dispose()
 

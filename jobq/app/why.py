@@ -20,8 +20,8 @@ from jobq.db.validation import check_int
 from jobq.dialects.predicates import waiting
 
 if TYPE_CHECKING:
+    from jobq.app.store import Store
     from jobq.core.live_workers import LiveWorker
-    from jobq.core.store import Store
 
 c = tasks.c
 
@@ -101,7 +101,7 @@ def explain(store: Store, id: int) -> Explanation:
 
 def _blocked(store: Store, row: Any, details: dict[str, Any]) -> Explanation:
     """A workflow node whose parents are not all done: which it waits for."""
-    parents = store.parents(row.id)
+    parents = store.workflows.parents(row.id)
     waiting_for = [
         {"id": parent_id, "name": task.name if task else None, "status": _status_of(task)}
         for parent_id, task in parents
@@ -245,7 +245,7 @@ def _serving(workers: list[LiveWorker], queue: str) -> list[LiveWorker]:
 
 def _paused(store: Store, row: Any, details: dict[str, Any]) -> tuple[str, str] | None:
     """(reason, line) if the row's queue is paused; else None."""
-    details["paused"] = row.queue_id in store.paused_queues()
+    details["paused"] = row.queue_id in store.pauses.paused_queues()
     if not details["paused"]:
         return None
     resume = f"jobq queues resume {row.queue_id}"
@@ -301,10 +301,10 @@ def _limit(
     store: Store, row: Any, now: datetime, details: dict[str, Any]
 ) -> tuple[str, str] | None:
     """(reason, line) if the queue's limit leaves no room now; else None."""
-    limit = store.limits().get(row.queue_id)
+    limit = store.queue_limits.limits().get(row.queue_id)
     if limit is None:
         return None
-    running, started = store.limit_usage().get(row.queue_id, (0, 0))
+    running, started = store.queue_limits.limit_usage().get(row.queue_id, (0, 0))
     details["limit"] = {"concurrency": limit.concurrency, "running": running}
     if limit.concurrency is not None and running >= limit.concurrency:
         return "concurrency_full", (

@@ -1,0 +1,185 @@
+"""Mutex, TimeoutLock and Lease: locks on jobq_locks rows."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import sqlalchemy as sa
+
+from jobq.core.store import TaskStore
+from jobq.db.schema import locks
+from jobq.db.validation import check_key, check_seconds
+from jobq.locks.base import (
+    _NAME,
+    _OWNER,
+    _SECONDS,
+    _holder,
+    _RowLock,
+    l,
+    log,
+)
+
+
+class Mutex(_RowLock):
+    """Held or free, until someone releases it (seed 002): it never expires.
+
+    ``acquire()`` flips ``acquired`` from false to true with one conditional write;
+    ``release()`` flips it back, whoever calls it (``jobq locks release NAME`` too).
+    Suits work that must not start again until a person looks at why the last run stopped.
+    A ``with`` block frees the mutex at its end only if it is still the one it took: if an
+    operator freed it meanwhile and someone else holds it now, it stays held.
+    """
+
+    kind = "mutex"
+
+    def __init__(self, store: TaskStore, name: str, *, wait: float = 0.0) -> None:
+        super().__init__(store, name, wait)
+        # Tells this acquisition apart from a later one, for the with block's release.
+        self._token = uuid.uuid4().hex
+
+    def _try(self) -> bool:
+        now = self.store.dialect.now()
+        taken = {"acquired": True, "owner": _OWNER, "locked_by": _holder(), "acquired_at": now}
+        held, self._token = self._token, uuid.uuid4().hex
+        if self._claim(taken, taken, l.acquired == sa.false()):
+            return True
+        self._token = held  # a failed try must not disown a hold this object has
+        return False
+
+    def _parameters(self) -> dict[str, Any]:
+        return {"lock_name": self.name, "lock_owner": self._token}
+
+    def release(self) -> bool:
+        """Free the mutex, whoever holds it; False if it was not held."""
+        return self._free(own=False)
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if not self._free(own=True):
+            log.warning("mutex %r was released by someone else during its block", self.name)
+
+    def _free(self, *, own: bool) -> bool:
+        dialect = self.store.dialect
+
+        def build() -> sa.Executable:
+            held = sa.and_(l.name == _NAME, l.kind == self.kind, l.acquired == sa.true())
+            if own:
+                held = sa.and_(held, l.owner == _OWNER)
+            return (
+                sa.update(locks)
+                .where(held)
+                .values(acquired=False, owner=None, locked_by=None, acquired_at=None)
+            )
+
+        return self._update(dialect.memo(("release mutex", own), build))
+
+
+class TimeoutLock(_RowLock):
+    """At most once per ``timeout`` seconds (seed 002): nothing to release.
+
+    ``acquire()`` succeeds only when the last successful acquisition of this name, by
+    anyone, is more than ``timeout`` seconds old on the database's clock.
+    """
+
+    kind = "timeout"
+
+    def __init__(self, store: TaskStore, name: str, timeout: float, *, wait: float = 0.0) -> None:
+        check_seconds("timeout", timeout, positive=True)
+        super().__init__(store, name, wait)
+        self.timeout = float(timeout)
+
+    def _try(self) -> bool:
+        dialect = self.store.dialect
+        # expires_at only tells `jobq locks list` when this caller's period ends.
+        taken = {
+            "acquired_at": dialect.now(), "expires_at": dialect.now_plus(_SECONDS),
+            "locked_by": _holder(),
+        }  # fmt: skip
+        return self._claim(taken, taken, l.acquired_at < dialect.now_plus(-_SECONDS))
+
+    def _parameters(self) -> dict[str, Any]:
+        return {"lock_name": self.name, "lock_seconds": self.timeout}
+
+    def release(self) -> bool:
+        """Nothing to release: the period runs out by itself. Always False."""
+        return False
+
+    def __exit__(self, *exc_info: Any) -> None:
+        pass
+
+
+class Lease(_RowLock):
+    """Held by one owner until released or ``ttl`` seconds pass unrenewed (seeds 001, 004).
+
+    Taken by inserting the row, or by taking over an expired one with a compare-and-swap on
+    its expiry. ``renew()`` and ``release()`` apply only while the row still names this
+    owner, so a holder whose lease expired and was taken over changes nothing. ``owner``
+    defaults to a fresh random token; give a stable one to let a restarted process take
+    back its unexpired lease.
+    """
+
+    kind = "lease"
+
+    def __init__(
+        self,
+        store: TaskStore,
+        name: str,
+        ttl: float,
+        *,
+        owner: str | None = None,
+        wait: float = 0.0,
+    ) -> None:
+        check_seconds("ttl", ttl, positive=True)
+        check_key("owner", owner)
+        super().__init__(store, name, wait)
+        self.ttl = float(ttl)
+        self.owner = owner or uuid.uuid4().hex
+
+    def _try(self) -> bool:
+        dialect = self.store.dialect
+        now = dialect.now()
+        taken = {
+            "owner": _OWNER,
+            "locked_by": sa.bindparam("lock_holder", type_=sa.String),
+            "acquired_at": now,
+            "expires_at": dialect.now_plus(_SECONDS),
+        }
+        # Our own unexpired lease: extended, and held since it was first taken.
+        still_ours = sa.and_(l.owner == _OWNER, l.expires_at >= now)
+        takeover = {**taken, "acquired_at": sa.case((still_ours, l.acquired_at), else_=now)}
+        return self._claim(taken, takeover, sa.or_(l.expires_at < now, l.owner == _OWNER))
+
+    def _parameters(self) -> dict[str, Any]:
+        return {
+            "lock_name": self.name, "lock_owner": self.owner, "lock_seconds": self.ttl,
+            "lock_holder": _holder(self.owner)[:255],
+        }  # fmt: skip
+
+    def renew(self, ttl: float | None = None) -> bool:
+        """Extend the lease to ``ttl`` (default: its own) seconds from now; False if lost."""
+        if ttl is not None:
+            check_seconds("ttl", ttl, positive=True)
+        dialect = self.store.dialect
+        stmt = dialect.memo(
+            "renew lease",
+            lambda: (
+                sa.update(locks)
+                .where(l.name == _NAME, l.kind == self.kind, l.owner == _OWNER)
+                .values(expires_at=dialect.now_plus(_SECONDS))
+            ),
+        )
+        parameters = self._parameters()
+        if ttl is not None:
+            parameters["lock_seconds"] = float(ttl)
+        renewed = self._update(stmt, parameters)
+        if renewed and ttl is not None:
+            self.ttl = float(ttl)  # later renewals keep to it
+        return renewed
+
+    def release(self) -> bool:
+        """Give the lease up (delete its row); False if another owner holds it now."""
+        stmt = self.store.dialect.memo(
+            "release lease",
+            lambda: sa.delete(locks).where(l.name == _NAME, l.kind == self.kind, l.owner == _OWNER),
+        )
+        return self._update(stmt)
