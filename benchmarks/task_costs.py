@@ -80,8 +80,7 @@ from benchmarks._sql import (
 )
 from benchmarks.noop_app import app
 from jobq import executor, logs
-from jobq.core import run_end
-from jobq.core import store as store_module
+from jobq.core import capture_options, run_end
 from jobq.core.registry import TaskDefinition
 from jobq.db.tasks import DEFAULT_LEASE, Completion, Leases, Status, Task
 from jobq.runner import Run, Runner
@@ -156,11 +155,11 @@ class Bench:
         if not store.dialect.capture_is_one_statement:
             raise SystemExit(f"{store.dialect.name}: capture is not one statement here")
         # As Store._capture builds and runs it.
-        shape = (*store_module._capture_shape(names, leases), True)
+        shape = (*capture_options.capture_shape(names, leases), True)
         self.capture = store.db.prepare(
             ("capture", *shape), lambda: store.dialect.capture_statement(*shape)
         )
-        self.capture_params = store_module._capture_parameters(args.batch, names, WORKER, leases)
+        self.capture_params = capture_options.capture_parameters(args.batch, names, WORKER, leases)
         # As Worker._definition: the definition with the timeout the row was given.
         self._definitions: dict[tuple[str, float | None], TaskDefinition | None] = {}
         self._registry = registry
