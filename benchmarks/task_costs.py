@@ -11,11 +11,11 @@ and divided by the batch's tasks, on ``--tasks`` queued no-op tasks ("bench.noop
    ... COMMIT, on PostgreSQL in autocommit), without decoding the rows;
 2. row decoding: those raw rows into Task objects, ``store._captured(rows)``;
 3. dispatch: what the worker does with each captured task before its run (its definition,
-   Run.of, the undecodable check) and jobq.runner.Runner (``--batch`` slots, the no-op sync
+   Run.of, the undecodable check) and jobq.worker.runner.Runner (``--batch`` slots, the no-op sync
    task of benchmarks/noop_app.py) running them on its slot threads and handing back their
    outcomes through the callback into a queue.SimpleQueue: from the first Run.of until the
    batch's last outcome is in the queue, minus row 4;
-4. the run: ``jobq.executor.run_sync`` of the no-op, logging at WARNING (no lines);
+4. the run: ``jobq.worker.executor.run_sync`` of the no-op, logging at WARNING (no lines);
 5. logging: the same with the worker's default logging (``jobq.logs.configure("info",
    "text")``, its handler writing to os.devnull), minus row 4: the two INFO lines a task;
 6. recording: ``Store.set_statuses`` of the batch's ends (DONE), and, on a line of its own
@@ -79,11 +79,12 @@ from benchmarks._sql import (
     status_counts,
 )
 from benchmarks.noop_app import app
-from jobq import executor, logs, run_end
+from jobq import logs, run_end
 from jobq import store as store_module
 from jobq.registry import TaskDefinition
-from jobq.runner import Run, Runner
 from jobq.tasks import DEFAULT_LEASE, Completion, Leases, Status, Task
+from jobq.worker import executor
+from jobq.worker.runner import Run, Runner
 
 TASK = "bench.noop"
 WORKER = "task-costs"

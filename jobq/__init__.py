@@ -32,7 +32,6 @@ from jobq.errors import (
     UnknownTask,
     WorkflowNotFound,
 )
-from jobq.executor import Retry
 from jobq.lifecycle.handles import TaskHandle
 from jobq.lifecycle.in_task import Snooze, check_cancelled, current_task, set_progress
 from jobq.locks import AdvisoryLock, Lease, Mutex, TimeoutLock
@@ -42,6 +41,7 @@ from jobq.schedule import Cron
 from jobq.schedule_runs import ScheduleRun
 from jobq.store import Store
 from jobq.tasks import Status, Task, Undecodable
+from jobq.worker.executor import Retry
 from jobq.workflows import (
     Signature,
     Workflow,

@@ -24,9 +24,9 @@ from jobq.errors import MissingExtra
 from jobq.tasks import Status
 
 if TYPE_CHECKING:
-    from jobq.executor import Outcome
-    from jobq.runner import Run
     from jobq.tasks import Task
+    from jobq.worker.executor import Outcome
+    from jobq.worker.runner import Run
 
 #: Run durations, seconds: a no-op takes microseconds, a report minutes.
 DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800)

@@ -24,8 +24,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from jobq.executor import Outcome
-    from jobq.runner import Run
+    from jobq.worker.executor import Outcome
+    from jobq.worker.runner import Run
 
 #: The module whose import by the application turns tracing on.
 MODULE = "opentelemetry.trace"
@@ -101,7 +101,7 @@ class RunTracing:
         from opentelemetry import context, trace
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-        from jobq.executor import RAISED  # the worker's side: the enqueuer's never needs it
+        from jobq.worker.executor import RAISED  # the worker's side: the enqueuer's never needs it
 
         self._raised = RAISED
         self._trace = trace

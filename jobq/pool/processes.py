@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
-from jobq import executor
-from jobq.executor import CANCELLED_ON_REQUEST, Outcome
 from jobq.lifecycle.in_task import PROGRESS
 from jobq.pool import child as child_main
 from jobq.pool import wire
-from jobq.runner import CANCELLED, Run
 from jobq.tasks import Status
 from jobq.validation import check_int
+from jobq.worker import executor
+from jobq.worker.executor import CANCELLED_ON_REQUEST, Outcome
+from jobq.worker.runner import CANCELLED, Run
 
 log = logging.getLogger("jobq.worker")
 

@@ -12,8 +12,8 @@ from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
-from jobq.executor import Outcome
 from jobq.tasks import Status, Task
+from jobq.worker.executor import Outcome
 
 # Unescaped, and encoded with surrogatepass: a lone surrogate crosses as itself. (As
 # \ud83d\ude00 escapes, two lone surrogates side by side would be read back as one

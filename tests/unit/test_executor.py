@@ -7,9 +7,10 @@ import asyncio
 import pytest
 
 import jobq
-from jobq import Status, executor
+from jobq import Status
 from jobq.registry import Registry, TaskDefinition
 from jobq.retry import FixedBackoff
+from jobq.worker import executor
 
 
 def registry_with(*definitions: TaskDefinition) -> Registry:

@@ -10,10 +10,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from jobq import Status, executor
-from jobq.executor import Outcome
+from jobq import Status
 from jobq.pool import child
 from jobq.registry import TaskDefinition
+from jobq.worker import executor
+from jobq.worker.executor import Outcome
 
 
 def noop() -> None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from jobq.runner import Run
 from jobq.validation import check_int, check_seconds
+from jobq.worker.runner import Run
 
 log = logging.getLogger("jobq.worker")
 

@@ -1,7 +1,7 @@
 """Worker: the capture -> execute -> set_status loop, with heartbeats, rescue and signals.
 
 One thread runs the loop and is the only one that talks to the database. The Runner
-(jobq.runner) runs the tasks, sync ones on slot threads and async ones on an event loop;
+(jobq.worker.runner) runs the tasks, sync ones on slot threads and async ones on an event loop;
 each run reports its Outcome back through a queue, and the loop records the outcomes in
 batches (Store.set_statuses), every one fenced by its attempt.
 """
@@ -21,11 +21,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from jobq import executor, stop_signals
 from jobq.app import App
-from jobq.burst import BurstEnd
 from jobq.errors import DatabaseUnavailable, JobqError, first_line
-from jobq.executor import Outcome
 from jobq.lifecycle.run_control import RunControl
 from jobq.limits import Limiter
 from jobq.limits.sql import SQL_LIMITER
@@ -33,13 +30,16 @@ from jobq.logs import stopped_summary
 from jobq.observe import tracing
 from jobq.observe.metrics import WorkerMetrics, outcome_label
 from jobq.outage import Outage
-from jobq.overruns import Overruns
 from jobq.registry import TaskDefinition
-from jobq.runner import Run, Runner
 from jobq.tasks import CANCEL_REQUESTED, DEFAULT_LEASE, Completion, Leases, Status, Task
 from jobq.upkeep import Upkeep
 from jobq.upkeep.retention import DEFAULT_RETAIN
 from jobq.validation import check_int, check_key, check_seconds, queue_list
+from jobq.worker import executor, signals
+from jobq.worker.executor import Outcome
+from jobq.worker.overruns import Overruns
+from jobq.worker.pacing import BurstEnd
+from jobq.worker.runner import Run, Runner
 from jobq.workflows import in_task as workflow_results
 
 if TYPE_CHECKING:
@@ -190,7 +190,7 @@ class Worker:
         ``burst_wait`` seconds."""
         self.store.check_schema()
         # SimpleQueue.put is safe in a signal handler: it wakes the loop wherever it waits.
-        stop_signals.install(
+        signals.install(
             self.stop, lambda: self._finished.put(None), self._stopped, self.grace,
             self._give_back,
             same_within=0.0 if self.supervisor_pid is None else SUPERVISED_SIGNALS_WITHIN,
@@ -241,7 +241,7 @@ class Worker:
         the end of the grace does (fenced, no retry spent; a pool's children are killed
         first), with the ends already known, then leave the registry and give the upkeep
         lease up. Called from a thread while the loop, in the main thread, is held in the
-        signal handler (jobq.stop_signals.exit_at_once bounds it)."""
+        signal handler (jobq.worker.signals.exit_at_once bounds it)."""
         released = len(self._unsettled())
         self._release_unfinished()
         self._unregister()
@@ -407,7 +407,7 @@ class Worker:
 
     def _burst_over(self) -> bool:
         """With nothing due now in burst mode: whether to exit, because no task of our
-        queues falls due within ``burst_wait`` s (see jobq.burst.BurstEnd)."""
+        queues falls due within ``burst_wait`` s (see jobq.worker.pacing.BurstEnd)."""
         try:
             over = self._burst_end.over()
         except JobqError as error:

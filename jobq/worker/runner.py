@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from jobq import executor
-from jobq.executor import Outcome
 from jobq.registry import TaskDefinition
 from jobq.tasks import Status, Task
+from jobq.worker import executor
+from jobq.worker.executor import Outcome
 
 if TYPE_CHECKING:
     from jobq.pool.processes import ChildSlot, ProcessPool
