@@ -26,7 +26,7 @@ _start_lines = RecordMaker(log)
 _end_lines = RecordMaker(log)
 
 #: Told of the exception a run's code raised, in the run's context, where it is set: the
-#: run's trace span records it then (jobq.observe.tracing). Not kept in the Outcome: the
+#: run's trace span records it then (jobq.worker.run_spans). Not kept in the Outcome: the
 #: frames of its traceback hold the Outcome, a cycle only a garbage collection frees.
 RAISED: ContextVar[Callable[[BaseException], None]] = ContextVar("jobq_raised")
 

@@ -27,8 +27,6 @@ from jobq.lifecycle.run_control import RunControl
 from jobq.limits import Limiter
 from jobq.limits.sql import SQL_LIMITER
 from jobq.logs import stopped_summary
-from jobq.observe import tracing
-from jobq.observe.metrics import WorkerMetrics, outcome_label
 from jobq.outage import Outage
 from jobq.registry import TaskDefinition
 from jobq.tasks import CANCEL_REQUESTED, DEFAULT_LEASE, Completion, Leases, Status, Task
@@ -37,8 +35,10 @@ from jobq.upkeep.retention import DEFAULT_RETAIN
 from jobq.validation import check_int, check_key, check_seconds, queue_list
 from jobq.worker import executor, signals
 from jobq.worker.executor import Outcome
+from jobq.worker.observers import RunObserver, RunWatch, outcome_label
 from jobq.worker.overruns import Overruns
 from jobq.worker.pacing import BurstEnd
+from jobq.worker.run_spans import for_worker
 from jobq.worker.runner import Run, Runner
 from jobq.workflows import in_task as workflow_results
 
@@ -85,7 +85,7 @@ class Worker:
         limiter: Limiter | None = None,
         max_stuck: int | None = None,
         stuck_after: float = 60.0,
-        metrics: WorkerMetrics | None = None,
+        metrics: RunObserver | None = None,
         pool: ProcessPool | None = None,
         supervisor_pid: int | None = None,
     ) -> None:
@@ -179,9 +179,9 @@ class Worker:
                 lambda: len(self._runs), lambda: max(self.concurrency - len(self._runs), 0)
             )
         #: The runs' trace spans if the app uses OpenTelemetry (jobq[otel]), else None.
-        self.tracing = tracing.for_worker()
-        # With metrics: the tasks of ends not yet recorded, to label those found stale.
-        self._ending: dict[Fence, Task] = {}
+        self.tracing = for_worker()
+        # Tells the metrics and the trace spans, where they are on, what the runs do.
+        self._watch = RunWatch(metrics, self.tracing)
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -461,8 +461,7 @@ class Worker:
         for task in tasks:
             run = Run.of(task, self._definition(task))
             self._runs[task.fence] = run
-            if self.tracing is not None:
-                self.tracing.started(run)
+            self._watch.started(run)
             if run.definition is None:
                 log.error("task %d: %r is not registered in this worker", task.id, task.name)
                 self._finish(run, executor.not_registered(task.name))
@@ -471,8 +470,7 @@ class Worker:
                 self._finish(run, failure)
             else:
                 runnable.append(run)
-        if self.metrics is not None:
-            self.metrics.started(tasks)
+        self._watch.captured(tasks)
         self._runner.start(runnable)
 
     def _definition(self, task: Task) -> TaskDefinition | None:
@@ -522,16 +520,7 @@ class Worker:
                 outcome = executor.timed_out(run.definition, run.task.attempt, killed=run.killed)
             self._end(run, _completion(fence, outcome))
             self.stats["snoozed" if outcome.status is Status.QUEUED else outcome.status.value] += 1
-            self._observe_end(run, outcome_label(run, outcome), outcome, run.seconds())
-
-    def _observe_end(
-        self, run: Run, label: str, outcome: Outcome | None = None, seconds: float | None = None
-    ) -> None:
-        """Tell the metrics and the run's trace span, where they are on, how ``run`` ended."""
-        if self.metrics is not None:
-            self.metrics.finished(run.task, label, seconds)
-        if self.tracing is not None:
-            self.tracing.finished(run, label, outcome)
+            self._watch.ended(run, outcome_label(run, outcome), outcome, run.seconds())
 
     def _end(self, run: Run, completion: Completion) -> None:
         """Queue ``completion`` of ``run`` for the next write."""
@@ -543,8 +532,7 @@ class Worker:
         if run.task.workflow_id is not None:  # its end settles the nodes after it
             completion = dataclasses.replace(completion, in_workflow=True)
         self._unrecorded.append(completion)
-        if self.metrics is not None:
-            self._ending[run.task.fence] = run.task
+        self._watch.queued(run.task)
         if run.task.lock_key is not None:
             self._frees_lock_key = True
 
@@ -579,23 +567,10 @@ class Worker:
         if batch:
             self.limiter.release((end.id, end.attempt) for end in batch)
         stale = len(batch) - applied
-        if self.metrics is not None:
-            ended = [self._ending.pop((end.id, end.attempt), None) for end in batch]
-            self._count_stale([task for task in ended if task is not None], stale)
+        self._watch.recorded(batch, stale)
         if stale:
             self.stats["stale"] += stale
             log.warning("%d outcome(s) were stale: their leases expired and were taken over", stale)
-
-    def _count_stale(self, ended: list[Task], stale: int) -> None:
-        """Count ``stale`` ends of those of ``ended``: the write says how many, not which,
-        so they go to the task most of the batch ran (a batch is most often one task's)."""
-        assert self.metrics is not None
-        if stale and ended:
-            kinds = Counter((task.queue_id, task.name) for task in ended)
-            (queue, name), _ = kinds.most_common(1)[0]
-            task = next(t for t in ended if (t.queue_id, t.name) == (queue, name))
-            for _ in range(stale):
-                self.metrics.finished(task, "stale", None)
 
     def _expire_timeouts(self, now: float) -> None:
         """Cancel the runs past their timeouts; stop if too many are stuck (see Overruns)."""
@@ -629,7 +604,7 @@ class Worker:
             run.ended = True
             self._runner.cancel(run)
             self.stats["lost"] += 1
-            self._observe_end(run, "lost")
+            self._watch.ended(run, "lost")
             log.warning(
                 "task %d attempt %d: lease lost (expired and taken over); its outcome "
                 "will be dropped", fence[0], fence[1],
@@ -667,11 +642,11 @@ class Worker:
                 outcome = executor.timed_out(run.definition, run.task.attempt)
                 delay = max(outcome.retry_delay or 0.0, _STUCK_RETRY_DELAY)
                 self._end(run, _completion(run.task.fence, outcome, retry_delay=delay))
-                self._observe_end(run, "timed_out")
+                self._watch.ended(run, "timed_out")
                 continue
             self._end(run, Completion(run.task.id, run.task.attempt, Status.QUEUED))
             self.stats["released"] += 1
-            self._observe_end(run, "released")
+            self._watch.ended(run, "released")
         self._record()
 
     # --- helpers ----------------------------------------------------------------------

@@ -55,7 +55,7 @@ class Run:
     #: time.monotonic() when it was handed to the runner, and when its code returned.
     began: float = 0.0
     returned: float | None = None
-    #: Its trace span (jobq.observe.tracing), while tracing is on and it has not ended.
+    #: Its trace span (jobq.worker.run_spans), while tracing is on and it has not ended.
     span: Any = None
     #: The contextvars context its code runs in (its span current there), else None:
     #: the slot thread's own, or a copy of the worker's for an async run.

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from jobq.observe.metrics import outcome_label
 from jobq.tasks import CANCEL_REQUESTED, Status, Task
 from jobq.worker.executor import CANCELLED_ON_REQUEST, Outcome
+from jobq.worker.observers import outcome_label
 from jobq.worker.runner import Run
 
 NOW = datetime(2026, 11, 25, tzinfo=UTC)
