@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import queue
 import threading
 import time
@@ -175,7 +176,11 @@ class Runner:
             task = run.task
             coroutine = executor.run_async(run.definition, task.args, task.attempt, task=task)
             run.coroutine = self._loop.create_task(coroutine, context=run.context)
-            run.coroutine.add_done_callback(lambda done, run=run: self._finish(run, _outcome(done)))
+            run.coroutine.add_done_callback(functools.partial(self._coroutine_done, run))
+
+    def _coroutine_done(self, run: Run, done: asyncio.Task[Outcome]) -> None:
+        """On the loop: ``run``'s coroutine ``done`` is over; report its outcome."""
+        self._finish(run, _outcome(done))
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
