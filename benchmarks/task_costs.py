@@ -161,7 +161,7 @@ class Bench:
             ("capture", *shape), lambda: store.dialect.capture_statement(*shape)
         )
         self.capture_params = store_module._capture_parameters(args.batch, names, WORKER, leases)
-        # As Worker._definition: the definition with the timeout the row was given.
+        # As Runs._definition (jobq.worker.runs): the definition with the timeout the row was given.
         self._definitions: dict[tuple[str, float | None], TaskDefinition | None] = {}
         self._registry = registry
         # As Worker: runs report (fence, outcome) into a SimpleQueue from their threads.
@@ -176,7 +176,7 @@ class Bench:
         self.runner.shutdown()
 
     def _finish(self, run: Run, outcome: executor.Outcome) -> None:
-        """Worker._finish: from a slot thread, the run's outcome to the loop's queue."""
+        """Runs.finish: from a slot thread, the run's outcome to the loop's queue."""
         run.finished = True
         self.finished.put((run.task.fence, outcome))
 
@@ -242,7 +242,7 @@ class Bench:
         return batches, {key: timer.seconds for key, timer in timers.items()}
 
     def _dispatch(self, batches: list[list[Task]]) -> float:
-        """Worker._start's work per task, then Runner.start until every outcome is back."""
+        """Runs.start's work per task, then Runner.start until every outcome is back."""
         timer = Timer()
         runs, finished, runner = self.runs, self.finished, self.runner
         for batch in batches:

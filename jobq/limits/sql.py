@@ -46,7 +46,7 @@ class Limits:
     #: When jobq_limits was read, its limits (of paused queues too), and the paused queues.
     _limits_cache: tuple[float, dict[str, Limit], frozenset[str]] | None = None
     #: Seconds the limits read may be relied on, when not LIMITS_REFRESH: an idle worker
-    #: sets more for its looks (jobq.worker.IDLE_LIMITS_AGE).
+    #: sets more for its looks (jobq.worker.pacing.IDLE_LIMITS_AGE).
     limits_max_age: float | None = None
     #: Store._capture: capture on ``connection``, of limited queues too if not unlimited_only.
     _capture: Callable[..., list[Task]]
