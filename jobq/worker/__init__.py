@@ -9,6 +9,7 @@ A Worker captures tasks, starts their runs, collects their outcomes and records 
 - ends.py: recording the runs' ends in batches, fenced, and counting the stale ones
 - runs.py: the runs in flight: started, collected, released at the end of the grace
 - heartbeats.py: the worker's heartbeat and lease renewal, and its runs' cancel requests
+- presence.py: the worker's registry row, and its app's cron schedules stored
 - overruns.py: runs past their timeouts; when a worker must stop for them
 - signals.py: SIGTERM / SIGINT, and exiting at once on a second signal
 - observers.py: what watches the runs (RunObserver: metrics), and each end's label
