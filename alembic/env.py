@@ -7,9 +7,9 @@ import os
 import sqlalchemy as sa
 
 from alembic import context
-from jobq.db.migrations import VERSION_TABLE
-from jobq.db.schema import metadata
 from jobq.dialects.mysql_ddl import autogenerate_filter
+from jobq.dialects.schema import metadata
+from jobq.engine.migrations import VERSION_TABLE
 
 
 def _run(connection: sa.Connection) -> None:

@@ -64,7 +64,7 @@ from benchmarks._sql import (
     sqlite_url,
     status_counts,
 )
-from jobq.db.schema import tasks
+from jobq.dialects.schema import tasks
 
 TASK_NAME = "bench.task"
 WORKER = "bench-worker"

@@ -9,14 +9,14 @@ and divided by the batch's tasks, on ``--tasks`` queued no-op tasks ("bench.noop
    it (a worker's shape: every queue, its definitions' leases) and run through the Store's
    own path, ``store.db.run(stmt, params, fetch=True)`` (on SQLite inside BEGIN IMMEDIATE
    ... COMMIT, on PostgreSQL in autocommit), without decoding the rows;
-2. row decoding: those raw rows into Task objects, ``store._captured(rows)``;
+2. row decoding: those raw rows into Task objects, ``store.capturer.captured(rows)``;
 3. dispatch: what the worker does with each captured task before its run (its definition,
-   Run.of, the undecodable check) and jobq.runner.Runner (``--batch`` slots, the no-op sync
+   Run.of, the undecodable check) and jobq.worker.runner.Runner (``--batch`` slots, the no-op sync
    task of benchmarks/noop_app.py) running them on its slot threads and handing back their
    outcomes through the callback into a queue.SimpleQueue: from the first Run.of until the
    batch's last outcome is in the queue, minus row 4;
-4. the run: ``jobq.executor.run_sync`` of the no-op, logging at WARNING (no lines);
-5. logging: the same with the worker's default logging (``jobq.logs.configure("info",
+4. the run: ``jobq.worker.executor.run_sync`` of the no-op, logging at WARNING (no lines);
+5. logging: the same with the worker's default logging (``jobq.worker.logs.configure("info",
    "text")``, its handler writing to os.devnull), minus row 4: the two INFO lines a task;
 6. recording: ``Store.set_statuses`` of the batch's ends (DONE), and, on a line of its own
    and not added to the total, the encoding alone (``jobq.core.run_end.encode_completions``).
@@ -79,11 +79,11 @@ from benchmarks._sql import (
     status_counts,
 )
 from benchmarks.noop_app import app
-from jobq import executor, logs
 from jobq.core import capture_options, run_end
 from jobq.core.registry import TaskDefinition
 from jobq.db.tasks import DEFAULT_LEASE, Completion, Leases, Status, Task
-from jobq.runner import Run, Runner
+from jobq.worker import executor, logs
+from jobq.worker.runner import Run, Runner
 
 TASK = "bench.noop"
 WORKER = "task-costs"
@@ -92,7 +92,7 @@ WARM_UP_TASKS = 1000
 # The rows of the breakdown, in order: key, label, how it is measured.
 ROWS: tuple[tuple[str, str, str], ...] = (
     ("capture", "1. capture SQL", "`store.db.run(capture, params, fetch=True)`, rows not decoded"),
-    ("decode", "2. row decoding", "`store._captured(rows)`: raw rows to Task objects"),
+    ("decode", "2. row decoding", "`store.capturer.captured(rows)`: raw rows to Task objects"),
     (
         "dispatch",
         "3. dispatch",
@@ -160,7 +160,7 @@ class Bench:
             ("capture", *shape), lambda: store.dialect.capture_statement(*shape)
         )
         self.capture_params = capture_options.capture_parameters(args.batch, names, WORKER, leases)
-        # As Worker._definition: the definition with the timeout the row was given.
+        # As Runs._definition (jobq.worker.runs): the definition with the timeout the row was given.
         self._definitions: dict[tuple[str, float | None], TaskDefinition | None] = {}
         self._registry = registry
         # As Worker: runs report (fence, outcome) into a SimpleQueue from their threads.
@@ -175,7 +175,7 @@ class Bench:
         self.runner.shutdown()
 
     def _finish(self, run: Run, outcome: executor.Outcome) -> None:
-        """Worker._finish: from a slot thread, the run's outcome to the loop's queue."""
+        """Runs.finish: from a slot thread, the run's outcome to the loop's queue."""
         run.finished = True
         self.finished.put((run.task.fence, outcome))
 
@@ -216,7 +216,7 @@ class Bench:
         captured tasks, by batch, for the rows that run them."""
         timers = {key: Timer() for key in ("capture", "decode", "encode", "record")}
         store, stmt = self.store, self.capture
-        db, captured, set_statuses = store.db, store._captured, store.set_statuses
+        db, captured, set_statuses = store.db, store.capturer.captured, store.set_statuses
         batches = []
         left = tasks
         while left > 0:
@@ -241,7 +241,7 @@ class Bench:
         return batches, {key: timer.seconds for key, timer in timers.items()}
 
     def _dispatch(self, batches: list[list[Task]]) -> float:
-        """Worker._start's work per task, then Runner.start until every outcome is back."""
+        """Runs.start's work per task, then Runner.start until every outcome is back."""
         timer = Timer()
         runs, finished, runner = self.runs, self.finished, self.runner
         for batch in batches:
@@ -276,7 +276,7 @@ class Bench:
         logs.configure("info", "text")
         handlers = [h for h in root.handlers if isinstance(h, logging.StreamHandler)]
         if not handlers:
-            raise RuntimeError("jobq.logs.configure set no stream handler")
+            raise RuntimeError("jobq.worker.logs.configure set no stream handler")
         for handler in handlers:
             handler.setStream(self.devnull)
         try:

@@ -12,7 +12,7 @@ import time
 import sqlalchemy as sa
 
 import jobq
-from jobq.db.schema import tasks
+from jobq.dialects.schema import tasks
 from jobq.worker import Worker
 
 # A SQLite file of its own, so that another example run in the same directory never meets

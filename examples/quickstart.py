@@ -17,7 +17,7 @@ import sys
 import sqlalchemy as sa
 
 import jobq
-from jobq.db.schema import tasks
+from jobq.dialects.schema import tasks
 
 # A SQLite file of its own, so that another example run in the same directory never meets
 # these tasks (its worker would fail them as not registered); $JOBQ_DATABASE_URL if set.

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 import jobq
-from jobq.db.schema import tasks
+from jobq.dialects.schema import tasks
 from jobq.worker import Worker
 
 # A SQLite file of its own, so that another example run in the same directory never meets

@@ -11,7 +11,7 @@ import os
 import sqlalchemy as sa
 
 import jobq
-from jobq.db.schema import task_edges, tasks
+from jobq.dialects.schema import task_edges, tasks
 from jobq.worker import Worker
 
 # A SQLite file of its own, so that another example run in the same directory never meets

@@ -38,10 +38,10 @@ from jobq.db.errors import (
     WorkflowNotFound,
 )
 from jobq.db.tasks import Status, Task, Undecodable
-from jobq.executor import Retry
 from jobq.lifecycle.handles import TaskHandle
 from jobq.lifecycle.in_task import Snooze, check_cancelled, current_task, set_progress
 from jobq.locks import AdvisoryLock, Lease, Mutex, TimeoutLock
+from jobq.worker.executor import Retry
 from jobq.workflows import (
     Signature,
     Workflow,

@@ -20,7 +20,7 @@ import pytest
 import sqlalchemy as sa
 
 import jobq
-from jobq.db.database import Database
+from jobq.engine.database import Database
 from tests import tigerbeetle_server
 
 BACKENDS = ["sqlite", "postgresql", "mysql"]

@@ -8,7 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 
 import jobq
-from jobq.db.schema import tasks
+from jobq.dialects.schema import tasks
 
 
 def all_rows(store: jobq.Store) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 
 import jobq
-from jobq.db.schema import tasks
+from jobq.dialects.schema import tasks
 
 
 def capture_rounds(

@@ -10,9 +10,9 @@ import sys
 from typing import Any
 
 import jobq
-from jobq import executor
 from jobq.core.registry import TaskDefinition
 from jobq.db.tasks import Completion, Status
+from jobq.worker import executor
 
 #: Characters of the value: 250 MB in memory, 1.5 GB as JSON (each is escaped as \u0001),
 #: over PostgreSQL's and SQLite's 1 GB and MySQL's max_allowed_packet alike.

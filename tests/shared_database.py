@@ -24,7 +24,7 @@ import pytest
 import sqlalchemy as sa
 
 import jobq
-from jobq.db.schema import metadata
+from jobq.dialects.schema import metadata
 from tests.conftest import BACKENDS, _drop_jobq_tables, session_url
 
 

@@ -24,7 +24,7 @@ down_revision = None
 branch_labels = None
 depends_on = None
 
-# Written out rather than imported from jobq.db.schema: a revision is a frozen snapshot,
+# Written out rather than imported from jobq.dialects.schema: a revision is a frozen snapshot,
 # and the drift test compares the two. The column types and options of
 # jobq.dialects.types spell the same DDL on PostgreSQL and SQLite as when each revision
 # was written; they added MySQL's spelling when jobq first ran there.

@@ -17,7 +17,7 @@ down_revision = "0003"
 branch_labels = None
 depends_on = None
 
-# Written out rather than imported from jobq.db.schema (see 0001).
+# Written out rather than imported from jobq.dialects.schema (see 0001).
 status = sa.column("status", sa.String)
 retries_left = sa.column("retries_left", sa.Integer)
 recurring = sa.column("recurring", sa.Boolean)

@@ -28,7 +28,7 @@ STATUS_VALID = "jobq_tasks_status_valid"
 STATUSES_BEFORE = "status IN ('queued', 'in_progress', 'done', 'failed', 'cancelled')"
 STATUSES_NOW = "status IN ('queued', 'in_progress', 'done', 'failed', 'cancelled', 'blocked')"
 
-# Written out rather than imported from jobq.db.schema (a revision is a frozen snapshot).
+# Written out rather than imported from jobq.dialects.schema (a revision is a frozen snapshot).
 status = sa.column("status", sa.String)
 retries_left = sa.column("retries_left", sa.Integer)
 recurring = sa.column("recurring", sa.Boolean)

@@ -27,7 +27,7 @@ down_revision = "0013"
 branch_labels = None
 depends_on = None
 
-# Written out rather than imported from jobq.db.schema, as in revision 0001.
+# Written out rather than imported from jobq.dialects.schema, as in revision 0001.
 status = sa.column("status", sa.String)
 retries_left = sa.column("retries_left", sa.Integer)
 recurring = sa.column("recurring", sa.Boolean)

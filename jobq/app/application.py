@@ -15,7 +15,6 @@ from jobq.core.registry import Registry, TaskDefinition
 from jobq.core.retry import Backoff, backoff_policy
 from jobq.cron.periodic import Schedule
 from jobq.cron.schedule import Cron
-from jobq.db.database import database_url
 from jobq.db.errors import (
     InvalidOption,
     InvalidTaskArguments,
@@ -24,6 +23,7 @@ from jobq.db.errors import (
 )
 from jobq.db.payload import encode_args
 from jobq.db.validation import check_int, check_key
+from jobq.engine.database import database_url
 from jobq.lifecycle.handles import TaskHandle
 from jobq.limits import Limit, Rate
 from jobq.locks import AdvisoryLock, Lease, Mutex, TimeoutLock

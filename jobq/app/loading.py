@@ -9,13 +9,12 @@ import sysconfig
 import traceback
 from pathlib import Path
 
-import jobq
 from jobq.app import App
 from jobq.db.errors import InvalidAppPath
 
 #: Where jobq's own code lives, and the standard library and installed packages: frames
 #: there are not the user's code (unless theirs is installed too, see _user_frame).
-_JOBQ = Path(jobq.__file__).resolve().parent
+_JOBQ = Path(__file__).resolve().parents[1]
 _INSTALLED = tuple(
     {
         Path(path).resolve()

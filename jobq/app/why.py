@@ -14,14 +14,17 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from jobq.db.errors import TaskNotFound
-from jobq.db.schema import limit_starts, status_is, tasks
 from jobq.db.tasks import Status, as_utc
 from jobq.db.validation import check_int
 from jobq.dialects.predicates import waiting
+from jobq.dialects.schema import limit_starts, status_is, tasks
+from jobq.limits.pause import Pauses
+from jobq.limits.sql import Limits
+from jobq.workflows.rows import Workflows
 
 if TYPE_CHECKING:
-    from jobq.app.store import Store
     from jobq.core.live_workers import LiveWorker
+    from jobq.core.store import TaskStore
 
 c = tasks.c
 
@@ -59,7 +62,7 @@ class Explanation:
         }
 
 
-def explain(store: Store, id: int) -> Explanation:
+def explain(store: TaskStore, id: int) -> Explanation:
     """Explain task ``id`` from the rows as they are now; TaskNotFound if there is none."""
     check_int("id", id)
     stmt = sa.select(*_COLUMNS, store.dialect.now().label("db_now")).where(c.id == id)
@@ -99,9 +102,9 @@ def explain(store: Store, id: int) -> Explanation:
 # --- finished, running, and workflow nodes waiting for their parents ------------------------
 
 
-def _blocked(store: Store, row: Any, details: dict[str, Any]) -> Explanation:
+def _blocked(store: TaskStore, row: Any, details: dict[str, Any]) -> Explanation:
     """A workflow node whose parents are not all done: which it waits for."""
-    parents = store.workflows.parents(row.id)
+    parents = store.capability(Workflows).parents(row.id)
     waiting_for = [
         {"id": parent_id, "name": task.name if task else None, "status": _status_of(task)}
         for parent_id, task in parents
@@ -139,7 +142,7 @@ def _finished(row: Any, status: Status, details: dict[str, Any]) -> Explanation:
     return Explanation(row.id, "finished", [line], details)
 
 
-def _running(store: Store, row: Any, now: datetime, details: dict[str, Any]) -> Explanation:
+def _running(store: TaskStore, row: Any, now: datetime, details: dict[str, Any]) -> Explanation:
     """A task in progress: on which worker, since when, its heartbeat, lease and timeout."""
     started, until = as_utc(row.started_at), as_utc(row.locked_until)
     worker = next((w for w in store.live_workers() if w.worker_id == row.locked_by), None)
@@ -184,7 +187,7 @@ def _running(store: Store, row: Any, now: datetime, details: dict[str, Any]) -> 
 # --- waiting -----------------------------------------------------------------------------------
 
 
-def _waiting(store: Store, row: Any, now: datetime, details: dict[str, Any]) -> Explanation:
+def _waiting(store: TaskStore, row: Any, now: datetime, details: dict[str, Any]) -> Explanation:
     """A task that waits to be captured: why it has not been, in the order that explains best.
 
     Not yet due comes first (nothing else matters until then); a due one may be held back
@@ -243,9 +246,9 @@ def _serving(workers: list[LiveWorker], queue: str) -> list[LiveWorker]:
     return [w for w in workers if w.alive and (w.queues is None or queue in w.queues)]
 
 
-def _paused(store: Store, row: Any, details: dict[str, Any]) -> tuple[str, str] | None:
+def _paused(store: TaskStore, row: Any, details: dict[str, Any]) -> tuple[str, str] | None:
     """(reason, line) if the row's queue is paused; else None."""
-    details["paused"] = row.queue_id in store.pauses.paused_queues()
+    details["paused"] = row.queue_id in store.capability(Pauses).paused_queues()
     if not details["paused"]:
         return None
     resume = f"jobq queues resume {row.queue_id}"
@@ -253,7 +256,7 @@ def _paused(store: Store, row: Any, details: dict[str, Any]) -> tuple[str, str] 
 
 
 def _lock_key(
-    store: Store, row: Any, now: datetime, details: dict[str, Any]
+    store: TaskStore, row: Any, now: datetime, details: dict[str, Any]
 ) -> tuple[str, str] | None:
     """(reason, line) if the row's lock key is held by a run, or taken first by an earlier
     due row of the key (capture takes only the earliest); else None."""
@@ -298,13 +301,13 @@ def _lock_key(
 
 
 def _limit(
-    store: Store, row: Any, now: datetime, details: dict[str, Any]
+    store: TaskStore, row: Any, now: datetime, details: dict[str, Any]
 ) -> tuple[str, str] | None:
     """(reason, line) if the queue's limit leaves no room now; else None."""
-    limit = store.queue_limits.limits().get(row.queue_id)
+    limit = store.capability(Limits).limits().get(row.queue_id)
     if limit is None:
         return None
-    running, started = store.queue_limits.limit_usage().get(row.queue_id, (0, 0))
+    running, started = store.capability(Limits).limit_usage().get(row.queue_id, (0, 0))
     details["limit"] = {"concurrency": limit.concurrency, "running": running}
     if limit.concurrency is not None and running >= limit.concurrency:
         return "concurrency_full", (
@@ -324,7 +327,7 @@ def _limit(
     return None
 
 
-def _oldest_start(store: Store, queue: str, period: float) -> datetime | None:
+def _oldest_start(store: TaskStore, queue: str, period: float) -> datetime | None:
     """The earliest start of ``queue`` still inside its rate window, or None."""
     sc = limit_starts.c
     stmt = sa.select(sa.func.min(sc.started_at)).where(

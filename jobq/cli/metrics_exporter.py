@@ -9,9 +9,9 @@ from types import FrameType
 
 import click
 
-from jobq import logs
 from jobq.cli.common import database_url_option, store_for
 from jobq.observe.exporter import DatabaseExporter
+from jobq.worker import logs
 
 log = logging.getLogger("jobq.exporter")
 

@@ -11,7 +11,6 @@ from typing import NoReturn
 import click
 from click.core import ParameterSource
 
-from jobq import logs
 from jobq.app.loading import load_app
 from jobq.app.store import Store
 from jobq.cli.common import app_option, clear_errors
@@ -21,7 +20,7 @@ from jobq.observe.metrics import WorkerMetrics
 from jobq.pool import ProcessPool
 from jobq.supervise import Supervisor
 from jobq.supervise.orphan import watch_supervisor
-from jobq.worker import Worker
+from jobq.worker import Worker, logs
 
 #: TigerBeetle's cluster ids are 128-bit unsigned integers.
 CLUSTER_ID = UnsignedInt(128)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from jobq.db.schema import status_is, tasks
 from jobq.db.tasks import Status
 from jobq.dialects.base import Dialect
+from jobq.dialects.schema import status_is, tasks
 
 c = tasks.c
 

@@ -17,25 +17,33 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from jobq.core import run_end
+from jobq.core.capture import Capturer
 from jobq.core.capture_options import capture_options, capture_parameters, capture_shape
+from jobq.core.hooks import Hooks
+from jobq.core.retry import Backoff
 from jobq.db.errors import first_line
 from jobq.db.prepared import Prepared
 from jobq.db.tasks import Completion, Leases, Status, Task
+from jobq.dialects.base import Dialect
+from jobq.engine.database import Database
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-
-    from jobq.core.store import TaskStore
 
 
 class EndRecorder:
     """Records the ends of runs for one TaskStore (its set_status, set_statuses and
     complete_and_capture)."""
 
-    def __init__(self, store: TaskStore) -> None:
-        self.store = store
-        self.db = store.db
-        self.dialect = store.dialect
+    def __init__(
+        self, db: Database, dialect: Dialect, hooks: Hooks, capturer: Capturer, backoff: Backoff
+    ) -> None:
+        self.db = db
+        self.dialect = dialect
+        self.hooks = hooks
+        self.capturer = capturer
+        #: Chooses the delay before a failed task's retry when set_status is not told.
+        self.backoff = backoff
 
     def set_status(
         self,
@@ -64,7 +72,7 @@ class EndRecorder:
         """
         shape, params = run_end.set_status_parameters(
             id, attempt, status, result=result, error=error, run_at=run_at,
-            retry_delay=retry_delay, backoff=self.store.backoff, room=self.db.room(),
+            retry_delay=retry_delay, backoff=self.backoff, room=self.db.room(),
         )  # fmt: skip
         plain = self.db.prepare(
             ("set_status", *shape), lambda: run_end.set_status_statement(self.dialect, *shape)
@@ -96,7 +104,7 @@ class EndRecorder:
         return self._record_safely(self._encode(completions))
 
     def _encode(self, completions: Sequence[Completion]) -> run_end.Encoded:
-        return run_end.encode_completions(completions, self.store.backoff, self.db.room())
+        return run_end.encode_completions(completions, self.backoff, self.db.room())
 
     def _record(self, encoded: run_end.Encoded) -> int:
         """Write ``encoded``'s ends; how many applied. Ends of workflow nodes settle the
@@ -124,7 +132,7 @@ class EndRecorder:
     ) -> int:
         """``write(conn)`` (it records ``ends``; how many applied) in one transaction with
         what the ends of workflow nodes cause, if a capability hooked in (jobq.core.hooks)."""
-        hook = self.store.hooks.ends_in_workflow
+        hook = self.hooks.ends_in_workflow
         if hook is None:
             return self.db.write(write, connection, atomic=True)
         return hook(ends, write, connection)
@@ -137,7 +145,7 @@ class EndRecorder:
     ) -> int:
         """Record those of ``ends`` that the fenced statements left alone (a recurring
         row's), through the hooks ``ends_left_alone``; how many applied."""
-        return sum(hook(ends, connection, run_at) for hook in self.store.hooks.ends_left_alone)
+        return sum(hook(ends, connection, run_at) for hook in self.hooks.ends_left_alone)
 
     def _record_safely(self, encoded: run_end.Encoded) -> int:
         """_record(encoded), falling back to one end at a time if the database refuses it."""
@@ -190,17 +198,17 @@ class EndRecorder:
         Returns how many completions applied, and the captured tasks.
         """
         names = capture_options(limit, queues, worker_id, lease)
-        limited = self.store._filtered(names) if limit else {}
+        limited = self.capturer.filtered(names) if limit else {}
         encoded = self._encode(completions) if completions else None
         # Ends of workflow nodes settle the nodes after them, which capture must then see.
         nodes = encoded is not None and any(end.in_workflow for end in encoded.completions)
         if encoded is None or limited or len(encoded.chunks) > 1 or nodes:
             applied = self._record_safely(encoded) if encoded else 0
-            return applied, self.store._capture_all(
+            return applied, self.capturer.capture_all(
                 limit, names, worker_id, lease, limiter, limited
             )
         try:
-            return self.store._retrying_lock_key_races(
+            return self.capturer.retrying_lock_key_races(
                 lambda: self._complete_and_capture(encoded, limit, names, worker_id, lease)
             )
         except sa.exc.DBAPIError as error:
@@ -208,7 +216,7 @@ class EndRecorder:
                 raise
             # The database refused the ends' data: write them one by one, then capture.
             applied = self._record_one_by_one(encoded.completions)
-            return applied, self.store._capture_all(
+            return applied, self.capturer.capture_all(
                 limit, names, worker_id, lease, limiter, limited
             )
 
@@ -233,13 +241,13 @@ class EndRecorder:
             params = {**params, **capture_parameters(limit, names, worker_id, lease)}
             rows = self.db.run(together, params, fetch=True)
             applied = rows[0][0] + self._end_unapplied(completions, rows[0][0])
-            return applied, self.store._captured(row[1:] for row in rows if row[1] is not None)
+            return applied, self.capturer.captured(row[1:] for row in rows if row[1] is not None)
         record = self._record_prepared()
 
         def record_and_capture(conn: Connection) -> tuple[int, list[Task]]:
             applied = conn.exec_driver_sql(record.sql, record.parameters(params)).rowcount
             applied += self._end_unapplied(completions, applied, conn)
-            return applied, self.store._capture(conn, limit, names, worker_id, lease)
+            return applied, self.capturer.take(conn, limit, names, worker_id, lease)
 
         return self.db.write(record_and_capture, atomic=True)
 

@@ -17,14 +17,14 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from jobq.db.database import Database
+from jobq.core import tracing
 from jobq.db.errors import InvalidOption, JobqError, PayloadTooLarge, first_line
 from jobq.db.payload import check_args, encode_args
 from jobq.db.prepared import Prepared
 from jobq.db.tasks import as_utc
 from jobq.db.validation import INT32, check_datetime, check_int, check_key, check_seconds
 from jobq.dialects.base import Dialect
-from jobq.observe import tracing
+from jobq.engine.database import Database
 
 log = logging.getLogger("jobq.enqueue")
 

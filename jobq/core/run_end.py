@@ -26,11 +26,11 @@ from jobq.db.payload import (
     larger_than,
     storable_text,
 )
-from jobq.db.schema import HAS_RETRIES, status_is, tasks
+from jobq.db.room import Room
 from jobq.db.tasks import CANCELLED_ON_REQUEST, Completion, Status, as_utc
 from jobq.db.validation import INT32, check_datetime, check_int, check_seconds
 from jobq.dialects.base import Dialect
-from jobq.dialects.room import Room
+from jobq.dialects.schema import HAS_RETRIES, status_is, tasks
 
 c = tasks.c
 

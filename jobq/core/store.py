@@ -11,16 +11,15 @@ with that attempt, and report whether they did.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from jobq.core import run_end
+from jobq.core.capture import Capturer
 from jobq.core.capture_options import (
-    capture_options,
-    capture_parameters,
     capture_shape,
     lease_parameters,
 )
@@ -29,21 +28,18 @@ from jobq.core.enqueue import Enqueuer
 from jobq.core.hooks import Hooks
 from jobq.core.retry import Backoff, ExponentialBackoff
 from jobq.core.workers import WorkerRegistry
-from jobq.db.database import Database
 from jobq.db.outage import Outage
-from jobq.db.schema import status_is, tasks
 from jobq.db.tasks import CANCELLED_ON_REQUEST, Leases, Status, Task
 from jobq.db.validation import check_int, check_key, check_seconds
 from jobq.dialects.base import lease_of
+from jobq.dialects.schema import status_is, tasks
+from jobq.engine.database import Database
 
 c = tasks.c
 
 # heartbeat names at most this many (id, attempt) pairs per statement.
 _HEARTBEAT_CHUNK = 500
-# Each lost lock-key race means another capture committed a run; a handful is plenty.
-_LOCK_KEY_RACE_TRIES = 5
 
-_T = TypeVar("_T")
 _C = TypeVar("_C")
 
 
@@ -82,8 +78,11 @@ class TaskStore:
         self.unregister_worker = self.workers.unregister_worker
         self.live_workers = self.workers.live_workers
         self.forget_workers = self.workers.forget_workers
-        #: The fenced ends of runs.
-        self.ends = EndRecorder(self)
+        #: Capture (jobq.core.capture).
+        self.capturer = Capturer(self.db, self.dialect, self.hooks, self._read)
+        self.capture = self.capturer.capture
+        #: The fenced ends of runs (jobq.core.ends).
+        self.ends = EndRecorder(self.db, self.dialect, self.hooks, self.capturer, self.backoff)
         self.set_status = self.ends.set_status
         self.set_statuses = self.ends.set_statuses
         self.complete_and_capture = self.ends.complete_and_capture
@@ -107,118 +106,18 @@ class TaskStore:
 
     def migrate(self) -> None:
         """Create or upgrade jobq's tables to the newest revision (Alembic upgrade head)."""
-        from jobq.db import migrations  # Alembic takes 60 ms to import; only these need it
+        from jobq.engine import migrations  # Alembic takes 60 ms to import; only these need it
 
         migrations.upgrade_database(self.db)
 
     def check_schema(self) -> None:
         """Return if the database's jobq schema is at this jobq's newest revision; else
         raise SchemaNotMigrated (never migrated, or older) or SchemaTooNew (newer)."""
-        from jobq.db import migrations
+        from jobq.engine import migrations
 
         migrations.check(self.db)
 
     # --- capture and the fenced writes ----------------------------------------------
-
-    def capture(
-        self,
-        limit: int,
-        *,
-        queues: Sequence[str] | str | None = None,
-        worker_id: str,
-        lease: float | Leases | None = None,
-        limiter: Any = None,
-    ) -> list[Task]:
-        """Atomically move at most ``limit`` capturable tasks to in_progress for ``worker_id``.
-
-        Order: highest priority, then earliest run_at, then lowest id. A number ``lease``
-        overrides each task's own lease seconds; by default a row keeps the lease it was
-        enqueued with, else gets the one ``Leases`` names for its task (else 30 s). Each
-        returned task carries its new ``attempt``.
-        Limited queues (set_limit) come first, as many as ``limiter`` (a jobq.limits.Limiter;
-        by default the database itself) allows; each is atomic on its own. (Limits reach
-        capture through the hook ``capture_filter``, jobq.core.hooks.)
-        """
-        names = capture_options(limit, queues, worker_id, lease)
-        limited = self._filtered(names) if limit else {}
-        return self._capture_all(limit, names, worker_id, lease, limiter, limited)
-
-    def _capture_all(
-        self,
-        limit: int,
-        names: list[str] | None,
-        worker_id: str,
-        lease: float | Leases | None,
-        limiter: Any,
-        limited: Mapping[str, Any],
-    ) -> list[Task]:
-        """The ``limited`` queues through the limiter, then the others in one statement."""
-        captured: list[Task] = []
-        gate = self.hooks.capture_filter
-        if limited and gate is not None:
-            captured = self._retrying_lock_key_races(
-                lambda: gate.capture_filtered(
-                    limited, limit, limiter=limiter, worker_id=worker_id, lease=lease
-                )
-            )
-        rest = limit - len(captured)
-        if names is not None and gate is not None and gate.withheld(names):
-            return captured  # every queue named is limited or paused: nothing is left
-        return captured + self._retrying_lock_key_races(
-            lambda: self._capture(None, rest, names, worker_id, lease)
-        )
-
-    def _capture(
-        self,
-        connection: Connection | None,
-        limit: int,
-        names: list[str] | None,
-        worker_id: str,
-        lease: float | Leases | None,
-        unlimited_only: bool = True,
-    ) -> list[Task]:
-        if limit == 0 or names == []:
-            return []
-        shape = (*capture_shape(names, lease), unlimited_only)
-        params = capture_parameters(limit, names, worker_id, lease)
-        if self.dialect.capture_is_one_statement:
-            stmt = self.db.prepare(
-                ("capture", *shape), lambda: self.dialect.capture_statement(*shape)
-            )
-            rows = self.db.run(stmt, params, connection=connection, fetch=True)
-        else:
-            rows = self.db.write(
-                lambda conn: self.dialect.capture_rows(conn, *shape, params),
-                connection,
-                atomic=True,
-            )
-        return self._captured(rows)
-
-    def _filtered(self, names: list[str] | None) -> Mapping[str, Any]:
-        """The queues of ``names`` that a capture leaves to the capture filter, if any."""
-        gate = self.hooks.capture_filter
-        return {} if gate is None else gate.filtered(names)
-
-    def _captured(self, rows: Iterable[Sequence[Any]]) -> list[Task]:
-        """Tasks from captured rows, in capture order."""
-        captured = [Task.from_values(self._read(row)) for row in rows]
-        captured.sort(key=lambda t: (-t.priority, t.run_at, t.id))
-        return captured
-
-    def _retrying_lock_key_races(self, attempt: Callable[[], _T]) -> _T:
-        """``attempt()``, run again when it lost a race for a lock key.
-
-        Two captures can each take a row of one lock key when one of the rows fell due
-        between their snapshots; the unique index fails the second statement (rolled back
-        whole) once the first commits, and its next try sees that run and waits for it.
-        """
-        for tries in range(1, _LOCK_KEY_RACE_TRIES + 1):
-            try:
-                return attempt()
-            except sa.exc.IntegrityError as error:
-                if tries == _LOCK_KEY_RACE_TRIES or not self.dialect.is_lock_key_conflict(error):
-                    raise
-        raise AssertionError("unreachable")
 
     def heartbeat(
         self,

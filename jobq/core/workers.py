@@ -11,11 +11,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from jobq.core.live_workers import LiveWorker
-from jobq.db.database import Database
-from jobq.db.schema import status_is, tasks, workers
 from jobq.db.tasks import Status, as_utc
 from jobq.db.validation import check_key, check_seconds
 from jobq.dialects.base import Dialect
+from jobq.dialects.schema import status_is, tasks, workers
+from jobq.engine.database import Database
 
 #: Seconds after which a worker not seen is forgotten: every worker's rescue pass deletes
 #: its row. Until then `jobq status` lists it as stale (once unseen for 60 s).

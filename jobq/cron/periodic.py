@@ -32,9 +32,9 @@ from jobq.cron.runs import (
 )
 from jobq.cron.schedule import Cron
 from jobq.db.errors import InvalidOption, UnknownSchedule
-from jobq.db.schema import schedules, status_is, tasks
 from jobq.db.tasks import Completion, Status, as_utc
 from jobq.db.validation import INT32, check_int, check_key
+from jobq.dialects.schema import schedules, status_is, tasks
 
 if TYPE_CHECKING:
     from jobq.core.store import TaskStore

@@ -16,8 +16,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from jobq.db.schema import schedule_runs
 from jobq.db.tasks import Status, as_utc
+from jobq.dialects.schema import schedule_runs
 
 r = schedule_runs.c
 
@@ -33,7 +33,7 @@ CANCELLED = "cancelled"
 #: A worker stopping put the run back (a release): the tick runs again, no retry spent.
 RELEASED = "released"
 
-# The error a run past its timeout ends with begins so (jobq.executor.timed_out).
+# The error a run past its timeout ends with begins so (jobq.worker.executor.timed_out).
 _TIMED_OUT_ERROR = "timed out after "
 _TRACEBACK = "Traceback (most recent call last):"
 _GROUP_TRACEBACK = "  + Exception Group Traceback (most recent call last):"

@@ -10,7 +10,7 @@ from jobq.db.errors import InvalidOption, InvalidTaskArguments, PayloadTooLarge
 from jobq.db.validation import is_unicode
 
 if TYPE_CHECKING:  # jobq.dialects imports this module: no import of it at run time
-    from jobq.dialects.room import Room
+    from jobq.db.room import Room
 
 # One encoder for every call: json.dumps with non-default options builds a new encoder
 # each time, which dominated bulk enqueue. allow_nan=False because NaN and Infinity are

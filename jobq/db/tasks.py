@@ -51,7 +51,7 @@ def as_utc(moment: datetime | None) -> datetime | None:
 class Task:
     """One row of the tasks table, as read at a moment; ``attempt`` is its fencing token.
 
-    Fields are in the table's column order (jobq.db.schema.tasks), so a row maps onto them.
+    Fields are in the table's column order (jobq.dialects.schema.tasks), so a row maps onto them.
     """
 
     id: int

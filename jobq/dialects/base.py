@@ -24,16 +24,16 @@ from jobq.db.errors import (
 from jobq.db.outage import Outage
 from jobq.db.payload import encode_args_array
 from jobq.db.prepared import Prepared, RowReader
-from jobq.db.schema import (
+from jobq.db.room import GIGABYTE, Room
+from jobq.db.tasks import Status
+from jobq.dialects import health
+from jobq.dialects.predicates import CapturePredicates
+from jobq.dialects.schema import (
     HOLDS_UNIQUE_KEY,
     locks,
     status_is,
     tasks,
 )
-from jobq.db.tasks import Status
-from jobq.dialects import health
-from jobq.dialects.predicates import CapturePredicates
-from jobq.dialects.room import GIGABYTE, Room
 
 c = tasks.c
 

@@ -35,11 +35,11 @@ from sqlalchemy.sql import visitors
 from jobq.db.errors import JobqError, MissingExtra
 from jobq.db.payload import encode_args_array
 from jobq.db.prepared import Prepared
-from jobq.db.schema import LOCK_KEY_HELD, locks, tasks
+from jobq.db.room import Room
 from jobq.db.tasks import Status
 from jobq.dialects.base import Dialect
 from jobq.dialects.mysql_ddl import partial_index_column
-from jobq.dialects.room import Room
+from jobq.dialects.schema import LOCK_KEY_HELD, locks, tasks
 
 c = tasks.c
 

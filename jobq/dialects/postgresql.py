@@ -16,7 +16,6 @@ from sqlalchemy.engine import Connection, Engine
 from jobq.db.errors import LockNotAcquired
 from jobq.db.outage import Outage
 from jobq.db.prepared import RowReader
-from jobq.db.schema import LOCK_KEY_HELD, task_edges, tasks
 from jobq.dialects.base import (
     MIGRATION_LOCK,
     Dialect,
@@ -24,6 +23,7 @@ from jobq.dialects.base import (
     release_session_lock,
 )
 from jobq.dialects.postgresql_listen import CHANNEL, ENDED_CHANNEL, start_listening
+from jobq.dialects.schema import LOCK_KEY_HELD, task_edges, tasks
 
 c = tasks.c
 

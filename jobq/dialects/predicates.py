@@ -10,7 +10,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from jobq.db.schema import (
+from jobq.db.tasks import Status
+from jobq.dialects.schema import (
     HAS_RETRIES,
     LOCK_KEY_HELD,
     WAITING,
@@ -20,7 +21,6 @@ from jobq.db.schema import (
     tasks,
     waiting,
 )
-from jobq.db.tasks import Status
 
 c = tasks.c
 

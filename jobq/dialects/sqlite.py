@@ -16,11 +16,11 @@ from sqlalchemy.engine import Connection, Engine
 
 from jobq.db.errors import DatabaseNotFound
 from jobq.db.prepared import RowReader
-from jobq.db.schema import tasks
 from jobq.dialects.base import (
     READ_ONLY,
     Dialect,
 )
+from jobq.dialects.schema import tasks
 
 c = tasks.c
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from jobq.db.database import Database
 from jobq.db.errors import SchemaNotMigrated
-from jobq.db.schema import metadata
+from jobq.dialects.schema import metadata
 from jobq.doctor.checks import diagnose
 from jobq.doctor.findings import Diagnosis, Thresholds
+from jobq.engine.database import Database
 
 #: jobq's tables, by the names its statements use.
 TABLES = tuple(sorted(metadata.tables))

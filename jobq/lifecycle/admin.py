@@ -14,9 +14,9 @@ import sqlalchemy as sa
 
 from jobq.core.cancel import cancel_update
 from jobq.db.errors import TaskNotFound
-from jobq.db.schema import HOLDS_UNIQUE_KEY, status_is, task_edges, tasks
 from jobq.db.tasks import Status, Task, as_utc
 from jobq.db.validation import INT32, check_int, check_key, check_seconds, queue_list
+from jobq.dialects.schema import HOLDS_UNIQUE_KEY, status_is, task_edges, tasks
 from jobq.lifecycle import bulk
 
 if TYPE_CHECKING:

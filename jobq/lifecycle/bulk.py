@@ -22,10 +22,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from jobq.core.hooks import Hooks
-from jobq.db.database import Database
-from jobq.db.schema import HAS_RETRIES, status_is, task_edges, tasks
 from jobq.db.tasks import Status
 from jobq.db.validation import INT32, check_int, check_key
+from jobq.dialects.schema import HAS_RETRIES, status_is, task_edges, tasks
+from jobq.engine.database import Database
 
 c = tasks.c
 

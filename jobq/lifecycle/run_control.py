@@ -14,8 +14,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from jobq.core.store import TaskStore
-from jobq.db.schema import status_is, tasks
 from jobq.db.tasks import Status
+from jobq.dialects.schema import status_is, tasks
 from jobq.lifecycle.in_task import PROGRESS
 
 c = tasks.c

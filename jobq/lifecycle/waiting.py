@@ -34,8 +34,8 @@ import sqlalchemy as sa
 from jobq.db.errors import ResultTimeout, TaskNotFound
 from jobq.db.outage import Outage
 from jobq.db.patience import Deadline, patiently
-from jobq.db.schema import tasks
 from jobq.db.tasks import Status, Task
+from jobq.dialects.schema import tasks
 
 if TYPE_CHECKING:
     from jobq.core.store import TaskStore

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from jobq.db.schema import limits
 from jobq.db.validation import check_key
+from jobq.dialects.schema import limits
 from jobq.limits.sql import Limits
 
 if TYPE_CHECKING:

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from jobq.db.schema import limit_starts, limits, status_is, tasks, waiting
 from jobq.db.tasks import Leases, Status, Task
 from jobq.db.validation import check_key
+from jobq.dialects.schema import limit_starts, limits, status_is, tasks, waiting
 from jobq.limits import Limit, LimitedQueues, Rate, parse_rate
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ class Limits:
         #: When jobq_limits was read, its limits (of paused queues too), and the paused queues.
         self._limits_cache: tuple[float, dict[str, Limit], frozenset[str]] | None = None
         #: Seconds the limits read may be relied on, when not LIMITS_REFRESH: an idle worker
-        #: sets more for its looks (jobq.worker's IDLE_LIMITS_AGE).
+        #: sets more for its looks (jobq.worker.pacing.IDLE_LIMITS_AGE).
         self.limits_max_age: float | None = None
         store.hooks.capture_filter = self
 
@@ -243,7 +243,7 @@ class Limits:
                 room = min(room, self._rate_room(conn, queue, limit.rate, clock))
             if room <= 0:
                 return []
-            captured = self.store._capture(
+            captured = self.store.capturer.take(
                 conn, room, [queue], worker_id, lease, unlimited_only=False
             )
             if limit.rate is not None and captured:
@@ -275,7 +275,9 @@ class Limits:
         For a limiter that enforces the limit elsewhere and has granted ``wanted`` runs.
         Nothing from a paused queue, however recently paused.
         """
-        return self.store._capture(None, wanted, [queue], worker_id, lease, unlimited_only=False)
+        return self.store.capturer.take(
+            None, wanted, [queue], worker_id, lease, unlimited_only=False
+        )
 
 
 class SqlLimiter:

@@ -17,8 +17,8 @@ from sqlalchemy.engine import Connection
 
 from jobq.core.store import TaskStore
 from jobq.db.errors import LockKindMismatch, LockNotAcquired
-from jobq.db.schema import locks
 from jobq.db.validation import check_key, check_seconds
+from jobq.dialects.schema import locks
 
 l = locks.c  # noqa: E741
 log = logging.getLogger("jobq.locks")

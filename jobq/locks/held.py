@@ -9,9 +9,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from jobq.core.store import TaskStore
-from jobq.db.schema import locks
 from jobq.db.tasks import as_utc
 from jobq.db.validation import check_key
+from jobq.dialects.schema import locks
 from jobq.lifecycle.admin import TaskAdmin
 from jobq.locks.base import (
     _NAME,

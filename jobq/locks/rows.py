@@ -8,8 +8,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from jobq.core.store import TaskStore
-from jobq.db.schema import locks
 from jobq.db.validation import check_key, check_seconds
+from jobq.dialects.schema import locks
 from jobq.locks.base import (
     _NAME,
     _OWNER,

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from jobq.db.errors import first_line
-from jobq.db.schema import ACTIVE, WAITING, status_is, tasks
 from jobq.db.tasks import Status, as_utc
 from jobq.db.urls import scrub
+from jobq.dialects.schema import ACTIVE, WAITING, status_is, tasks
 
 if TYPE_CHECKING:
     from jobq.app.store import Store

@@ -3,7 +3,8 @@
 The names are a contract:
 
 - ``jobq_runs_started_total{queue,task}``: runs captured by this worker.
-- ``jobq_runs_finished_total{queue,task,outcome}``: runs ended, by outcome: done, failed
+- ``jobq_runs_finished_total{queue,task,outcome}``: runs ended, by outcome (labelled by
+  jobq.worker.observers.outcome_label, where the worker records them): done, failed
   (for good), retried, cancelled, timed_out, snoozed, released (put back at shutdown),
   stale (its end came after its lease was taken over), lost (its lease was lost while it
   ran). A stale end was counted first as the outcome its run had.
@@ -21,12 +22,10 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from jobq.db.errors import MissingExtra
-from jobq.db.tasks import Status
+from jobq.worker.observers import RunObserver
 
 if TYPE_CHECKING:
     from jobq.db.tasks import Task
-    from jobq.executor import Outcome
-    from jobq.runner import Run
 
 #: Run durations, seconds: a no-op takes microseconds, a report minutes.
 DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800)
@@ -39,8 +38,9 @@ OUTCOMES = (
 )  # fmt: skip
 
 
-class WorkerMetrics:
-    """The metrics of one worker, in a registry of their own (a process may hold several)."""
+class WorkerMetrics(RunObserver):
+    """The metrics of one worker, in a registry of their own (a process may hold several):
+    a jobq.worker.observers.RunObserver, given to the worker as Worker(metrics=...)."""
 
     def __init__(self) -> None:
         try:
@@ -101,24 +101,3 @@ class WorkerMetrics:
         if child is None:
             child = self._children[key] = metric.labels(*labels)
         return child
-
-
-def outcome_label(run: Run, outcome: Outcome) -> str:
-    """The ``outcome`` label of a run's end, as the worker records it."""
-    status = outcome.status
-    if status is Status.DONE:
-        return "done"
-    if status is Status.CANCELLED:
-        return "cancelled"
-    if run.task.cancel_requested:  # a pending cancel makes any other end a cancel
-        return "cancelled" if status is Status.QUEUED or not _final(run, outcome) else "failed"
-    if status is Status.QUEUED:
-        return "snoozed"
-    if run.timed_out or (outcome.error or "").startswith("timed out after"):
-        return "timed_out"
-    return "failed" if _final(run, outcome) else "retried"
-
-
-def _final(run: Run, outcome: Outcome) -> bool:
-    # Each capture of a retry spends one of retries_left: none left, no retry.
-    return outcome.terminal or run.task.retries_left <= 0

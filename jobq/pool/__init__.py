@@ -9,7 +9,7 @@ Async tasks stay on the worker's event loop.
 - child.py: a child's life: load the app, run what it is sent, report the outcome.
 - processes.py: the worker's side: one child per slot thread, kills, deaths, recycling.
 
-The core reaches it through Runner(pool=...) only (jobq.runner).
+The core reaches it through Runner(pool=...) only (jobq.worker.runner).
 """
 
 from jobq.pool.processes import ProcessPool

@@ -2,7 +2,7 @@
 
 It runs in a process of its own, forked from multiprocessing's fork server (which has
 the app imported already). It reads task frames from its connection, runs each with
-jobq.executor as a slot thread would, and sends back progress reports and the outcome.
+jobq.worker.executor as a slot thread would, and sends back progress reports and the outcome.
 SIGTERM from its worker (stopping a run past its timeout, or cancelled) raises
 SystemExit in the task, so that its ``finally`` blocks run; SIGKILL follows if it does
 not exit. SIGTERM from anyone else (a platform that signals every process of a service)
@@ -26,12 +26,12 @@ import time
 from multiprocessing.connection import Connection
 from types import FrameType
 
-from jobq import executor, logs
 from jobq.app.loading import load_app
 from jobq.db.tasks import Status
-from jobq.executor import Outcome
 from jobq.lifecycle.in_task import PROGRESS
 from jobq.pool import fork_server, wire
+from jobq.worker import executor, logs
+from jobq.worker.executor import Outcome
 from jobq.workflows import in_task as workflow_results
 
 #: Seconds between the sends of a run's progress reports to the worker.
@@ -118,7 +118,7 @@ _end_logged = False
 def _note_end_line(record: logging.LogRecord) -> bool:
     """A filter of the jobq.task logger: notes the run's end line as it is logged."""
     global _end_logged
-    if "status" in record.__dict__:  # an end line has a status (jobq.executor.log_end)
+    if "status" in record.__dict__:  # an end line has a status (jobq.worker.executor.log_end)
         _end_logged = True
     return True
 

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
-from jobq import executor
 from jobq.db.tasks import Status
 from jobq.db.validation import check_int
-from jobq.executor import CANCELLED_ON_REQUEST, Outcome
 from jobq.lifecycle.in_task import PROGRESS
 from jobq.pool import child as child_main
 from jobq.pool import wire
-from jobq.runner import CANCELLED, Run
+from jobq.worker import executor
+from jobq.worker.executor import CANCELLED_ON_REQUEST, Outcome
+from jobq.worker.runner import CANCELLED, Run
 
 log = logging.getLogger("jobq.worker")
 
@@ -54,7 +54,7 @@ class ProcessPool:
     ``max_tasks_per_child`` and ``max_memory_per_child`` (MB of peak resident memory)
     replace a child between runs once it reaches them, like Celery's options of the
     same names. ``database_url`` is the worker's, for what tasks read themselves
-    (jobq.parent_results()); ``log_setup`` the (level, format) of jobq.logs.configure.
+    (jobq.parent_results()); ``log_setup`` the (level, format) of jobq.worker.logs.configure.
     """
 
     def __init__(

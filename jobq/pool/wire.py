@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from jobq.db.tasks import Status, Task
-from jobq.executor import Outcome
+from jobq.worker.executor import Outcome
 
 # Unescaped, and encoded with surrogatepass: a lone surrogate crosses as itself. (As
 # \ud83d\ude00 escapes, two lone surrogates side by side would be read back as one

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from jobq.db.schema import queue_retention
 from jobq.db.validation import check_key, check_seconds
+from jobq.dialects.schema import queue_retention
 
 if TYPE_CHECKING:
     from jobq.core.store import TaskStore

@@ -21,10 +21,10 @@ from contextlib import contextmanager
 import sqlalchemy as sa
 from sqlalchemy.pool import StaticPool
 
-from jobq import executor
 from jobq.app import App
 from jobq.app.store import Store
 from jobq.db.tasks import Completion
+from jobq.worker import executor
 from jobq.workflows import in_task as workflow_results
 
 WORKER_ID = "jobq.testing"

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from jobq.app.store import Store
 from jobq.db.durations import format_duration
 from jobq.db.errors import JobqError
-from jobq.db.schema import queue_retention, tasks
+from jobq.dialects.schema import queue_retention, tasks
 from jobq.lifecycle.bulk import PRUNE_BATCH, prune_batch
 from jobq.queues.retention import FOREVER
 

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from jobq.db.schema import locks, status_is, tasks
 from jobq.db.tasks import Status, as_utc
+from jobq.dialects.schema import locks, status_is, tasks
 from jobq.locks import Lease
 from jobq.upkeep import UPKEEP_LOCK
 from jobq.web.values import CELL_CHARS, clipped

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from jobq.db.schema import status_is, task_edges, tasks
 from jobq.db.tasks import Status, Task, as_utc
+from jobq.dialects.schema import status_is, task_edges, tasks
 from jobq.web.values import CELL_CHARS, FIELDS, PAGE_CHARS, Shown, clipped, shown
 
 if TYPE_CHECKING:

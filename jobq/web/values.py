@@ -15,9 +15,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from jobq.db.schema import tasks
 from jobq.dialects import clipping
 from jobq.dialects.base import Dialect
+from jobq.dialects.schema import tasks
 
 c = tasks.c
 

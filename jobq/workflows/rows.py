@@ -18,10 +18,10 @@ from sqlalchemy.engine import Connection
 from jobq.core.cancel import cancel_update
 from jobq.core.run_end import chunked_records
 from jobq.db.errors import JobqError, WorkflowNotFound
-from jobq.db.schema import task_edges, tasks, workflows
 from jobq.db.tasks import Completion, Status, Task, as_utc
 from jobq.db.validation import check_int
 from jobq.dialects.base import Dialect
+from jobq.dialects.schema import task_edges, tasks, workflows
 from jobq.workflows import settle
 
 if TYPE_CHECKING:

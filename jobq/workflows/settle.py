@@ -23,9 +23,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from jobq.db.schema import status_is, task_edges, tasks
 from jobq.db.tasks import Status
 from jobq.dialects.base import Dialect
+from jobq.dialects.schema import status_is, task_edges, tasks
 
 c = tasks.c
 e = task_edges.c

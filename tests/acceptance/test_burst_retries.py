@@ -6,7 +6,7 @@ retries=2 and the default backoff, so three attempts, 0.5-1 s and 1-2 s apart) a
 a fresh burst worker until it exits by itself; every attempt must have run. The worker
 captures when its own retry falls due and looks for what is due later right after, so a
 look that misses a task falling due at that moment shows within a few rounds (before the
-look came before the capture, see jobq/burst.py, it did in 5 of 20 rounds on SQLite,
+look came before the capture, see jobq/worker/pacing.py, it did in 5 of 20 rounds on SQLite,
 fewer on PostgreSQL and MySQL).
 """
 

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 import jobq
 from jobq.cli.json_output import RENAMED
 from jobq.db.durations import MAX_SECONDS, format_duration, parse_duration
-from jobq.db.schema import workers
+from jobq.dialects.schema import workers
 from tests.helpers import all_rows, set_columns
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,8 +19,8 @@ import sqlalchemy as sa
 import jobq
 from jobq import Status
 from jobq.cron.schedule import Cron
-from jobq.db import migrations
-from jobq.db.schema import schedules
+from jobq.dialects.schema import schedules
+from jobq.engine import migrations
 from tests.acceptance.test_cli import UNREACHABLE, Cli, Done, failure, usage_error
 from tests.helpers import all_rows, expire_lease, set_columns
 

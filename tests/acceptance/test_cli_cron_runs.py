@@ -25,7 +25,7 @@ import jobq
 from jobq import Status
 from jobq.cron.runs import KEPT_RUNS
 from jobq.cron.schedule import Cron
-from jobq.db import migrations
+from jobq.engine import migrations
 from tests.acceptance.test_cli import Cli, Done, failure, rows_of, sqlite_only, usage_error
 from tests.acceptance.test_cli_cron import start_run, synced, undefine
 from tests.acceptance.test_cron_workers import stop, store_with_empty_log

@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 import jobq
-from jobq.db.database import Database
+from jobq.engine.database import Database
 from tests.acceptance.test_cli import UNREACHABLE, Cli, Done, failure
 
 #: Every command that only reads, with what it prints on a fresh database.

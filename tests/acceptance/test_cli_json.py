@@ -21,8 +21,8 @@ import jobq
 from jobq.cli import main
 from jobq.cli.json_output import dumps, task_document
 from jobq.cli.workers import LISTED
-from jobq.db.schema import tasks, workers
 from jobq.db.tasks import Status, Task, Undecodable
+from jobq.dialects.schema import tasks, workers
 from tests.acceptance.test_cli import Cli, Done, cli, failure, rows_of, sqlite_only, status_scene
 from tests.acceptance.test_cli_cron import synced
 from tests.helpers import set_columns

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 import jobq
 from jobq import Status
-from jobq.db.schema import tasks
+from jobq.dialects.schema import tasks
 from tests.acceptance.test_cli import (
     UNREACHABLE,
     Cli,

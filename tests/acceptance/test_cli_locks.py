@@ -16,8 +16,8 @@ import sqlalchemy as sa
 
 import jobq
 from jobq import Status
-from jobq.db.schema import locks
 from jobq.db.tasks import DEFAULT_LEASE
+from jobq.dialects.schema import locks
 from jobq.locks import Lease, Mutex, TimeoutLock
 from tests.acceptance.test_cli import UNREACHABLE, Cli, failure, rows_of, usage_error
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jobq.db import migrations
+from jobq.engine import migrations
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,7 +45,8 @@ def test_installed_wheel_migrates_an_empty_sqlite_database(tmp_path: Path) -> No
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     where = subprocess.run(
-        [bin_dir / "python", "-c", "import jobq.db.migrations as m; print(m.script_location())"],
+        [bin_dir / "python", "-c",
+         "import jobq.engine.migrations as m; print(m.script_location())"],
         cwd=work, env=clean_env, capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert str(env_dir) in where.stdout and "_migrations" in where.stdout

@@ -19,7 +19,7 @@ import pytest
 import sqlalchemy as sa
 
 import jobq
-from jobq.db.schema import tasks
+from jobq.dialects.schema import tasks
 from tests import pgbouncer_server
 from tests.acceptance.test_hostile_tasks import alive_until, stop
 from tests.apps.burst import tick

@@ -23,7 +23,7 @@ import pytest
 import sqlalchemy as sa
 
 import jobq
-from jobq.db.schema import tasks
+from jobq.dialects.schema import tasks
 from jobq.lifecycle import waiting
 from tests import postgres_server
 from tests.acceptance.test_worker_processes import wait_until

@@ -24,7 +24,7 @@ from tests.acceptance.test_cli import Cli, sqlite_only
 pytestmark = pytest.mark.slow
 
 APP = "tests.apps.mixed:app"
-#: The local time of a text log line (jobq.logs.TEXT_FORMAT).
+#: The local time of a text log line (jobq.worker.logs.TEXT_FORMAT).
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d{3} ")
 
 

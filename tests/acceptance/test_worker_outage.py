@@ -25,7 +25,7 @@ from tests.worker_processes import Worker, Workers
 
 pytestmark = [pytest.mark.slow, pytest.mark.parametrize("backend", ["postgresql", "mysql"])]
 
-#: How every record of the text log format begins (jobq.logs.TEXT_FORMAT).
+#: How every record of the text log format begins (jobq.worker.logs.TEXT_FORMAT).
 RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ERROR) \S+: ")
 #: Connections the worker must have tried (and been refused) during each outage: enough
 #: polls for a line per failed call to show, far more than the outage's one line.

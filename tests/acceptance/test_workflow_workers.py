@@ -26,7 +26,7 @@ import sqlalchemy as sa
 
 import jobq
 from jobq import Status
-from jobq.db.schema import task_edges, tasks, workflows
+from jobq.dialects.schema import task_edges, tasks, workflows
 from tests.acceptance.test_cli import Cli
 from tests.acceptance.test_worker_processes import wait_until
 from tests.apps import workflows as flows

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 
 import jobq
 from jobq import Cron, Mutex, Schedule, Status
-from jobq.db.schema import tasks
+from jobq.dialects.schema import tasks
 from tests.browser.conftest import ROOT, chromium_path, start_dashboard
 
 TRACEBACK = """\

@@ -15,8 +15,8 @@ import sqlalchemy as sa
 
 import jobq
 from jobq import Cron, Mutex, Schedule, Status
-from jobq.db.schema import tasks
 from jobq.db.tasks import as_utc
+from jobq.dialects.schema import tasks
 from tests.apps.limited import RUNS
 from tests.browser.conftest import TRACEBACK, Dashboard, done_task, failed_task
 from tests.worker_processes import Workers

@@ -26,8 +26,8 @@ from pathlib import Path
 import sqlalchemy as sa
 
 import jobq
-from jobq.db import schema
-from jobq.db.schema import locks, tasks
+from jobq.dialects import schema
+from jobq.dialects.schema import locks, tasks
 from jobq.upkeep.chores import LEASE_INTERVALS
 from tests.apps import chaos
 from tests.chaos.proxy import CuttingProxy

@@ -13,8 +13,8 @@ from sqlalchemy import event
 
 import jobq
 from jobq import Status
-from jobq.db.schema import tasks
 from jobq.db.tasks import Completion, as_utc
+from jobq.dialects.schema import tasks
 from jobq.lifecycle import bulk
 from tests import shared_database
 from tests.helpers import all_rows, set_columns

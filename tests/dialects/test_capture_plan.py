@@ -18,8 +18,8 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 import jobq
-from jobq.db.schema import WAITING, tasks
 from jobq.db.tasks import Completion, Status
+from jobq.dialects.schema import WAITING, tasks
 
 FINISHED = 30_000
 BACKLOG = 20_000

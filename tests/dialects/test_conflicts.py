@@ -21,7 +21,7 @@ from sqlalchemy import event
 
 import jobq
 from jobq import Status
-from jobq.db.schema import limit_starts, limits
+from jobq.dialects.schema import limit_starts, limits
 from tests import procs, shared_database
 
 #: One migrated database per backend for the module, emptied before each test.

@@ -15,8 +15,8 @@ import sqlalchemy as sa
 
 import jobq
 from jobq import Status
-from jobq.db.schema import limits
 from jobq.db.tasks import DEFAULT_LEASE, NO_NAMED_LEASES, Completion, Leases, as_utc
+from jobq.dialects.schema import limits
 from tests import shared_database
 
 #: One migrated database per backend for the module, emptied before each test.

@@ -23,8 +23,8 @@ from sqlalchemy import event
 import jobq
 import jobq.limits.sql
 from jobq import Status
-from jobq.db.schema import limit_starts, limits, tasks
 from jobq.db.tasks import Completion
+from jobq.dialects.schema import limit_starts, limits, tasks
 from jobq.limits import Rate
 from tests import limit_procs, shared_database
 from tests.helpers import all_rows, expire_lease

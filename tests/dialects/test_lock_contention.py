@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 import jobq
-from jobq.db.schema import locks
+from jobq.dialects.schema import locks
 from jobq.locks import advisory_key
 from tests import lock_procs, shared_database
 from tests.lock_procs import intervals

@@ -11,8 +11,8 @@ import sqlalchemy as sa
 
 import jobq
 from jobq import Status
-from jobq.db.schema import tasks
 from jobq.db.tasks import Completion
+from jobq.dialects.schema import tasks
 from tests import shared_database
 from tests.helpers import all_rows, expire_lease, set_columns
 

@@ -26,7 +26,7 @@ import sqlalchemy as sa
 
 import jobq
 from jobq import AdvisoryLock, Lease, Mutex, Status, TimeoutLock
-from jobq.db.schema import locks
+from jobq.dialects.schema import locks
 from jobq.locks import HeldLock, advisory_key, list_locks, purge, release, retry_until
 from tests import shared_database
 

@@ -14,7 +14,7 @@ from sqlalchemy import event
 import jobq
 from jobq import Status
 from jobq.db.errors import InvalidOption
-from jobq.db.schema import limits
+from jobq.dialects.schema import limits
 from tests import shared_database
 from tests.dialects.test_limits import by_queue, capture, enqueue, finish, limit_rows
 

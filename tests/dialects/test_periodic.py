@@ -22,9 +22,9 @@ from sqlalchemy import event
 import jobq
 from jobq import Cron, Schedule, ScheduleState, Status, Task
 from jobq.cron.periodic import SyncReport
-from jobq.db.schema import schedules
-from jobq.db.schema import tasks as tasks_table
 from jobq.db.tasks import Completion
+from jobq.dialects.schema import schedules
+from jobq.dialects.schema import tasks as tasks_table
 from tests import shared_database
 from tests.helpers import all_rows, expire_lease, set_columns
 

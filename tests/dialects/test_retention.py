@@ -12,8 +12,8 @@ import pytest
 
 import jobq
 from jobq.db.errors import InvalidOption, JobqError
-from jobq.db.schema import task_edges, tasks
 from jobq.db.tasks import Completion, Status
+from jobq.dialects.schema import task_edges, tasks
 from jobq.lifecycle.bulk import prune_batch
 from jobq.queues.retention import FOREVER
 from jobq.upkeep import Upkeep

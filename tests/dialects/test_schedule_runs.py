@@ -16,8 +16,8 @@ import sqlalchemy as sa
 import jobq
 from jobq import ScheduleRun, Status
 from jobq.cron.runs import KEPT_RUNS
-from jobq.db.schema import schedule_runs
 from jobq.db.tasks import Completion
+from jobq.dialects.schema import schedule_runs
 from tests import shared_database
 from tests.dialects.test_periodic import (
     PAST,

@@ -20,8 +20,8 @@ import sqlalchemy as sa
 
 import jobq
 from jobq import Cron, Schedule, Status
-from jobq.db.schema import tasks
 from jobq.db.tasks import Completion, Leases
+from jobq.dialects.schema import tasks
 
 HERE = Path(__file__).parent / "statements"
 LEASES = Leases(by_name=(("short", 5.0),), default=20.0)

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 import jobq
 from jobq import Status
 from jobq.app.why import Explanation
-from jobq.db.schema import workers
+from jobq.dialects.schema import workers
 from tests import shared_database
 from tests.helpers import expire_lease, set_columns
 

@@ -23,8 +23,8 @@ from sqlalchemy import event
 
 import jobq
 from jobq import Status
-from jobq.db.schema import task_edges, tasks, workflows
 from jobq.db.tasks import Completion
+from jobq.dialects.schema import task_edges, tasks, workflows
 from jobq.worker import Worker
 from tests import shared_database
 from tests.helpers import all_rows, expire_lease, set_columns

@@ -19,8 +19,16 @@ import sqlalchemy as sa
 
 import jobq
 from jobq.cron.periodic import Schedule
-from jobq.db.schema import HOLDS_UNIQUE_KEY, limit_starts, limits, locks, schedules, tasks, workers
 from jobq.db.validation import check_key
+from jobq.dialects.schema import (
+    HOLDS_UNIQUE_KEY,
+    limit_starts,
+    limits,
+    locks,
+    schedules,
+    tasks,
+    workers,
+)
 from jobq.locks import Mutex
 
 #: Every table jobq writes.

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 import jobq
 from jobq.cli import main
 from jobq.db.durations import MAX_SECONDS, parse_duration
-from jobq.db.schema import tasks
+from jobq.dialects.schema import tasks
 from tests.fuzz.conftest import Seeded, added_tasks, holder, one_line
 from tests.fuzz.strategies import (
     INT32,

@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 import jobq
-from jobq.db import driver_runs
+from jobq.engine import driver_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 

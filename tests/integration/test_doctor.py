@@ -19,10 +19,10 @@ from click.testing import CliRunner
 
 import jobq
 from jobq.cli import main
-from jobq.db.database import Database
 from jobq.db.errors import SchemaNotMigrated
 from jobq.doctor import Diagnosis, Finding, Thresholds, examine
 from jobq.doctor.findings import MB
+from jobq.engine.database import Database
 
 # Doctor reads server-wide state (sessions of the database, replication slots) that
 # tests running beside it would change: never in parallel with others.

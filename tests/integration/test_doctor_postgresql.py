@@ -24,8 +24,8 @@ from click.testing import CliRunner
 
 import jobq
 from jobq.cli import main
-from jobq.db.database import Database
 from jobq.doctor import Diagnosis, Finding, Thresholds, examine
+from jobq.engine.database import Database
 from tests import postgres_server
 from tests.conftest import ENV, missing
 

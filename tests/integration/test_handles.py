@@ -25,8 +25,8 @@ import sqlalchemy as sa
 
 import jobq
 from jobq import Status
-from jobq.db.schema import tasks
 from jobq.db.tasks import Completion
+from jobq.dialects.schema import tasks
 from jobq.lifecycle import waiting
 from jobq.lifecycle.handles import TaskHandle
 from tests.helpers import all_rows, set_columns

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 import jobq
 from jobq import Status
 from jobq.core.workers import FORGET_AFTER
-from jobq.db.schema import workers
+from jobq.dialects.schema import workers
 from jobq.worker import Worker
 from tests.apps import mixed
 

@@ -1,9 +1,9 @@
 """Task rows read and written with plain SQL, on a database that an older revision left.
 
-This jobq's Store reads every column of jobq/db/schema.py, so on a database below head (one
+This jobq's Store reads every column of jobq/dialects/schema.py, so on a database below head (one
 without 0009's progress, cancel_requested_at and awaited, say) it says to migrate. The
 step-by-step migration tests read rows here instead, naming the columns the revision has
-and using the Core table of jobq/db/schema.py for them (so values are decoded alike at every
+and using the Core table of jobq/dialects/schema.py for them (so values are decoded alike at every
 revision: datetimes, JSON, booleans).
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 import sqlalchemy as sa
 
 import jobq
-from jobq.db.schema import tasks
 from jobq.db.tasks import Status
+from jobq.dialects.schema import tasks
 
 #: The columns revision 0009 added to jobq_tasks.
 ADDED_BY_0009 = ("progress", "cancel_requested_at", "awaited")

@@ -1,6 +1,6 @@
 """Revision 0006 (per-queue limits) step by step: up from 0005 and back, keeping the tasks.
 
-test_migrations.py checks that head builds exactly jobq/db/schema.py and that a round
+test_migrations.py checks that head builds exactly jobq/dialects/schema.py and that a round
 trip through base restores it; here, the step from the previous revision that deployed
 databases take, and the CHECK constraints the revision gives jobq_limits.
 """
@@ -14,8 +14,8 @@ import pytest
 import sqlalchemy as sa
 
 import jobq
-from jobq.db import migrations
-from jobq.db.schema import limits
+from jobq.dialects.schema import limits
+from jobq.engine import migrations
 from tests.migrations.rows import TABLES_SINCE_0011, task_row
 from tests.migrations.test_migrations import jobq_ddl
 

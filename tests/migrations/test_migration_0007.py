@@ -12,8 +12,8 @@ from typing import Any
 import sqlalchemy as sa
 
 import jobq
-from jobq.db import migrations
 from jobq.db.tasks import Leases
+from jobq.engine import migrations
 from tests.migrations.rows import capture_in_sql, task_row, task_rows
 
 

@@ -1,6 +1,6 @@
 """Revision 0008 (the runs of each schedule) step by step: up from 0007 and back.
 
-test_migrations.py checks that head builds exactly jobq/db/schema.py and that a round trip
+test_migrations.py checks that head builds exactly jobq/dialects/schema.py and that a round trip
 through base restores it; here, the step from the previous revision that deployed
 databases take, with a schedule and a run under way in them.
 """
@@ -15,8 +15,8 @@ import sqlalchemy as sa
 import jobq
 from jobq import Status
 from jobq.cron.schedule import Cron
-from jobq.db import migrations
-from jobq.db.schema import tasks
+from jobq.dialects.schema import tasks
+from jobq.engine import migrations
 from tests.migrations.rows import (
     TABLES_SINCE_0011,
     capture_in_sql,
@@ -49,7 +49,7 @@ def start_run(store: jobq.Store, task_id: int) -> jobq.Task:
 
 def make_due(store: jobq.Store, task_id: int) -> None:
     """Make the schedule's tick due. Plain SQL, as at 0007 (tests.helpers.set_columns
-    writes through the whole table of jobq/db/schema.py, whose 0009 columns are missing)."""
+    writes through the whole table of jobq/dialects/schema.py, whose 0009 columns are missing)."""
     with store.engine.begin() as conn:
         conn.execute(sa.update(tasks).where(tasks.c.id == task_id).values(run_at=PAST))
 

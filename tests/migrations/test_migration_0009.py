@@ -1,7 +1,7 @@
 """Revision 0009 (progress, cancel requests, awaited ends) step by step: up from 0008 and
 back, keeping the tasks; on PostgreSQL, the trigger that tells waiters of ends.
 
-test_migrations.py checks that head builds exactly jobq/db/schema.py and that a round trip
+test_migrations.py checks that head builds exactly jobq/dialects/schema.py and that a round trip
 through base restores it; here, the step from the previous revision that deployed
 databases take, with tasks queued, running and done in them.
 """
@@ -20,8 +20,8 @@ import sqlalchemy as sa
 
 import jobq
 from jobq import Status
-from jobq.db import migrations
-from jobq.db.schema import tasks
+from jobq.dialects.schema import tasks
+from jobq.engine import migrations
 from tests.migrations.rows import (
     ADDED_BY_0009,
     ADDED_BY_0010,

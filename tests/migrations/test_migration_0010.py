@@ -10,8 +10,8 @@ import pytest
 import sqlalchemy as sa
 
 import jobq
-from jobq.db import migrations
-from jobq.db.schema import limits
+from jobq.dialects.schema import limits
+from jobq.engine import migrations
 from tests.migrations.rows import ADDED_BY_0010, COLUMNS_AT_0009, task_rows
 from tests.migrations.test_migration_0006 import at_revision
 from tests.migrations.test_migrations import jobq_ddl

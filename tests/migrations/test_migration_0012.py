@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 
 import jobq
-from jobq.db import migrations
+from jobq.engine import migrations
 from tests.migrations.test_migration_0006 import at_revision
 from tests.migrations.test_migrations import jobq_ddl
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 import jobq
-from jobq.db import migrations
 from jobq.dialects.postgresql_storage import TABLE_SETTINGS
+from jobq.engine import migrations
 from tests.migrations.test_migration_0006 import at_revision, table_names
 from tests.migrations.test_migrations import jobq_ddl
 

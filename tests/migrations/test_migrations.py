@@ -1,4 +1,4 @@
-"""The Alembic revisions build exactly jobq/db/schema.py, and downgrade/upgrade round-trips."""
+"""The Alembic revisions build exactly jobq/dialects/schema.py; downgrade/upgrade round-trips."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 import jobq
-from jobq.db import migrations
-from jobq.db.schema import metadata
 from jobq.dialects.mysql_ddl import autogenerate_filter
+from jobq.dialects.schema import metadata
+from jobq.engine import migrations
 
 JOBQ_TABLES = sorted(metadata.tables)
 

@@ -15,8 +15,8 @@ import pytest
 import sqlalchemy as sa
 
 import jobq
-from jobq.db import migrations
 from jobq.dialects.base import Dialect
+from jobq.engine import migrations
 from tests.conftest import _drop_jobq_tables
 from tests.migrations.test_migration_0006 import at_revision
 
@@ -29,7 +29,7 @@ PATIENCE = 60
 MIGRATE_ON_CUE = """
 import sys
 import jobq.cli
-import jobq.db.migrations  # Alembic's import is paid before the start line
+import jobq.engine.migrations  # Alembic's import is paid before the start line
 print("ready", flush=True)
 sys.stdin.readline()
 jobq.cli.main(["migrate", "--database-url", sys.argv[1]])

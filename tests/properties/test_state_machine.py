@@ -32,7 +32,7 @@ from hypothesis.stateful import (
 
 import jobq
 from jobq import Cron, Schedule, Status
-from jobq.db.schema import schedules, tasks
+from jobq.dialects.schema import schedules, tasks
 from tests.helpers import all_rows
 
 c = tasks.c

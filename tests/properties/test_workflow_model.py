@@ -29,8 +29,8 @@ from hypothesis import strategies as st
 
 import jobq
 from jobq import Status
-from jobq.db.schema import task_edges, tasks, workflows
 from jobq.db.tasks import Completion
+from jobq.dialects.schema import task_edges, tasks, workflows
 from jobq.workflows import Node
 
 c = tasks.c

@@ -7,9 +7,10 @@ import asyncio
 import pytest
 
 import jobq
-from jobq import Status, executor
+from jobq import Status
 from jobq.core.registry import Registry, TaskDefinition
 from jobq.core.retry import FixedBackoff
+from jobq.worker import executor
 
 
 def registry_with(*definitions: TaskDefinition) -> Registry:

@@ -1,4 +1,4 @@
-"""The worker's log lines: their wording (pure functions of jobq.logs), the text format's
+"""The worker's log lines: their wording (pure functions of jobq.worker.logs), the text format's
 time, and the handler that writes them in batches."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from datetime import datetime
 
 import pytest
 
-from jobq.logs import (
+from jobq.worker.logs import (
     LineBuffer,
     RecordMaker,
     TextFormatter,

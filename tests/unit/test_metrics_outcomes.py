@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 import pytest
 
 from jobq.db.tasks import CANCEL_REQUESTED, Status, Task
-from jobq.executor import CANCELLED_ON_REQUEST, Outcome
-from jobq.observe.metrics import outcome_label
-from jobq.runner import Run
+from jobq.worker.executor import CANCELLED_ON_REQUEST, Outcome
+from jobq.worker.observers import outcome_label
+from jobq.worker.runner import Run
 
 NOW = datetime(2026, 11, 25, tzinfo=UTC)
 TASK = Task(

@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
 from jobq.db.prepared import Prepared
-from jobq.db.schema import locks, tasks
 from jobq.dialects.mysql import MySQLDialect, _ordered_update, _pymysql_conversions, _Rows
+from jobq.dialects.schema import locks, tasks
 
 c = tasks.c
 

@@ -10,10 +10,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from jobq import Status, executor
+from jobq import Status
 from jobq.core.registry import TaskDefinition
-from jobq.executor import Outcome
 from jobq.pool import child
+from jobq.worker import executor
+from jobq.worker.executor import Outcome
 
 
 def noop() -> None:

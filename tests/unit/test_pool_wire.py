@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from jobq.db.tasks import Status, Task
-from jobq.executor import Outcome
 from jobq.pool import wire
+from jobq.worker.executor import Outcome
 
 NUL, SURROGATE = "\x00", "\udcff"
 #: Values a result may hold: NUL, lone surrogates, nesting, big ints, awkward floats.

@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import psycopg
 
 from jobq.db.prepared import Prepared
-from jobq.db.schema import tasks
 from jobq.dialects.postgresql import PostgresDialect
+from jobq.dialects.schema import tasks
 
 c = tasks.c
 

@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 
 import jobq
 from jobq import Mutex, Status
-from jobq.db.schema import limits, locks
+from jobq.dialects.schema import limits, locks
 from tests.helpers import all_rows
 from tests.web.conftest import Rows, client_of, csrf_of
 

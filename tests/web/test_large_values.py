@@ -11,8 +11,8 @@ import sqlalchemy as sa
 
 import jobq
 from jobq import Status
-from jobq.db.schema import tasks
 from jobq.dialects import clipping
+from jobq.dialects.schema import tasks
 from tests.helpers import set_columns
 from tests.web.conftest import client_of
 

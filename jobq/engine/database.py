@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from jobq.db.driver_runs import DriverRuns, ping_when_idle_long
 from jobq.db.errors import (
     DatabaseNotFound,
     DatabaseUnavailable,
@@ -30,10 +29,11 @@ from jobq.db.errors import (
 )
 from jobq.db.patience import is_patient, outlasting
 from jobq.db.prepared import Prepared
+from jobq.db.room import Room
 from jobq.db.urls import POOLER_PARAMETER, parse_url, safe_url, scrub, shown_url, take_pooler
 from jobq.dialects.base import READ_ONLY, Dialect
 from jobq.dialects.named import dialect_named, supported
-from jobq.dialects.room import Room
+from jobq.engine.driver_runs import DriverRuns, ping_when_idle_long
 
 DEFAULT_DATABASE_URL = "sqlite:///jobq.db"
 # How often a unit aborted by a deadlock is tried in all, and the first pause after one.

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from jobq.db.database import Database
 from jobq.db.errors import SchemaConflict, SchemaNotMigrated, SchemaTooNew
+from jobq.engine.database import Database
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -121,7 +121,7 @@ def upgrade_database(db: Database, revision: str = "head") -> None:
 def _refuse_strangers(conn: sa.Connection, db: Database) -> None:
     """SchemaConflict if a database jobq never migrated has tables by jobq's names (left by
     a hand-made schema, or a failed restore): the first CREATE TABLE would fail halfway."""
-    from jobq.db.schema import metadata
+    from jobq.dialects.schema import metadata
 
     found = sorted(set(sa.inspect(conn).get_table_names()) & set(metadata.tables))
     if found:

@@ -108,7 +108,7 @@ def exit_at_once(give_back: Callable[[], None]) -> NoReturn:
 
 
 def _flush_logs() -> None:
-    """Write the log lines still buffered (jobq.logs.LineBuffer): os._exit skips that.
+    """Write the log lines still buffered (jobq.worker.logs.LineBuffer): os._exit skips that.
     A handler whose lock another thread holds for long is passed over: exit comes first."""
     for handler in logging.getLogger().handlers:
         if handler.lock is not None and handler.lock.acquire(timeout=0.2):

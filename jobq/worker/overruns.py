@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from jobq.db.validation import check_int, check_seconds
-from jobq.runner import Run
+from jobq.worker.runner import Run
 
 log = logging.getLogger("jobq.worker")
 

@@ -9,20 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import queue
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from jobq import executor
 from jobq.core.registry import TaskDefinition
 from jobq.db.tasks import Status, Task
-from jobq.executor import Outcome
-
-if TYPE_CHECKING:
-    from jobq.pool.processes import ChildSlot, ProcessPool
+from jobq.worker import executor
+from jobq.worker.executor import Outcome
 
 #: The outcome of a run stopped before it ended, or before it started.
 CANCELLED = Outcome(Status.FAILED, error="cancelled")
@@ -55,7 +54,7 @@ class Run:
     #: time.monotonic() when it was handed to the runner, and when its code returned.
     began: float = 0.0
     returned: float | None = None
-    #: Its trace span (jobq.observe.tracing), while tracing is on and it has not ended.
+    #: Its trace span (jobq.worker.run_spans), while tracing is on and it has not ended.
     span: Any = None
     #: The contextvars context its code runs in (its span current there), else None:
     #: the slot thread's own, or a copy of the worker's for an async run.
@@ -78,6 +77,34 @@ class Run:
         return None if self.returned is None else self.returned - self.began
 
 
+class Slot(Protocol):
+    """A slot thread's own place to run sync tasks (jobq.pool's child process)."""
+
+    def run(self, run: Run) -> Outcome:
+        """Run ``run`` there, to its outcome."""
+        ...
+
+
+class Pool(Protocol):
+    """Where sync runs execute when not on the slot threads: a jobq.pool.ProcessPool,
+    which the command line plugs in (jobq worker --pool processes)."""
+
+    #: What befell its child processes: children_died, children_recycled, ...
+    stats: Counter[str]
+
+    def slot(self) -> Slot:
+        """A place of its own for one slot thread."""
+        ...
+
+    def stop(self, run: Run) -> None:
+        """Stop ``run``, running in one of the pool's slots."""
+        ...
+
+    def close(self) -> None:
+        """Retire every child."""
+        ...
+
+
 class Runner:
     """Runs registered tasks ``concurrency`` sync ones at a time, and async ones on a loop."""
 
@@ -85,7 +112,7 @@ class Runner:
         self,
         concurrency: int,
         finish: Callable[[Run, Outcome], None],
-        pool: ProcessPool | None = None,
+        pool: Pool | None = None,
     ) -> None:
         self.concurrency = concurrency
         self._finish = finish
@@ -141,7 +168,7 @@ class Runner:
         thread.start()
         self._slot_threads.append(thread)
 
-    def _run_sync_tasks(self, slot: ChildSlot | None) -> None:
+    def _run_sync_tasks(self, slot: Slot | None) -> None:
         """A slot thread: run sync tasks from the inbox until told to stop (None); in
         ``slot``'s child process if given."""
         while (run := self._inbox.get()) is not None:
@@ -175,7 +202,11 @@ class Runner:
             task = run.task
             coroutine = executor.run_async(run.definition, task.args, task.attempt, task=task)
             run.coroutine = self._loop.create_task(coroutine, context=run.context)
-            run.coroutine.add_done_callback(lambda done, run=run: self._finish(run, _outcome(done)))
+            run.coroutine.add_done_callback(functools.partial(self._coroutine_done, run))
+
+    def _coroutine_done(self, run: Run, done: asyncio.Task[Outcome]) -> None:
+        """On the loop: ``run``'s coroutine ``done`` is over; report its outcome."""
+        self._finish(run, _outcome(done))
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:

@@ -18,7 +18,7 @@ from jobq.db.payload import result_problem
 from jobq.db.tasks import CANCELLED_ON_REQUEST as CANCELLED_ERROR
 from jobq.db.tasks import Status, Task, Undecodable
 from jobq.lifecycle.in_task import Snooze, _current_task
-from jobq.logs import RecordMaker, in_and_at
+from jobq.worker.logs import RecordMaker, in_and_at
 
 log = logging.getLogger("jobq.task")
 # Each run logs its start and its end: two lines per task, made the cheap way.
@@ -26,7 +26,7 @@ _start_lines = RecordMaker(log)
 _end_lines = RecordMaker(log)
 
 #: Told of the exception a run's code raised, in the run's context, where it is set: the
-#: run's trace span records it then (jobq.observe.tracing). Not kept in the Outcome: the
+#: run's trace span records it then (jobq.worker.run_spans). Not kept in the Outcome: the
 #: frames of its traceback hold the Outcome, a cycle only a garbage collection frees.
 RAISED: ContextVar[Callable[[BaseException], None]] = ContextVar("jobq_raised")
 
@@ -138,7 +138,7 @@ def _log_start(definition: TaskDefinition, attempt: int, task: Task | None) -> f
 
 
 def _fields(definition: TaskDefinition, attempt: int, task: Task | None) -> dict[str, Any]:
-    """The fields every line about a run has (see jobq.logs.FIELDS)."""
+    """The fields every line about a run has (see jobq.worker.logs.FIELDS)."""
     return {
         "task_id": None if task is None else task.id, "task": definition.name,
         "queue": definition.queue if task is None else task.queue_id, "attempt": attempt,
@@ -188,7 +188,7 @@ def _failure_words(
 ) -> str:
     """What came of a failed run and what comes next, in words: ``failed in 3.1 ms
     (attempt 2 of 4), retrying in 8.0s at 10:32:05``, or ``failed for good in 3.1 ms
-    (attempt 4 of 4)``. Adds the matching fields to ``fields`` (see jobq.logs.FIELDS)."""
+    (attempt 4 of 4)``. Adds the matching fields to ``fields`` (see jobq.worker.logs.FIELDS)."""
     took = f"in {duration_ms} ms"
     if task is None:  # run outside a worker: nothing says what comes next
         return f"failed {took} (attempt {attempt})"
