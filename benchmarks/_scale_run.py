@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -23,10 +22,15 @@ import psycopg
 import sqlalchemy as sa
 
 from benchmarks._bouncer import Console, Server, wait_for
-from benchmarks._drains import APP_PATH
 from benchmarks._netns import Namespace
-from benchmarks._sql import psycopg_conninfo
-from benchmarks.processes import ROOT, stop, tail, worker_env
+from benchmarks.harness import (
+    ROOT,
+    jobq_worker_cmd,
+    psycopg_conninfo,
+    stop,
+    tail,
+    worker_env,
+)
 
 APPLICATION = "jobqbench"  # application_name of the benchmark's own sessions
 
@@ -53,13 +57,12 @@ class Group:
 
     def argv(self) -> list[str]:
         """The command, run inside the namespace."""
-        return self.namespace.exec([
-            sys.executable, "-m", "jobq.cli", "worker", "--app", APP_PATH,
+        return self.namespace.exec(jobq_worker_cmd(
             "--log-level", "warning", "--processes", str(self.processes),
             *(["--concurrency", str(self.concurrency)] if self.concurrency else []),
             *(["--queues", self.queue] if self.queue else []),
             *(["--listen-url", self.listen_url] if self.listen_url else []),
-        ])  # fmt: skip
+        ))  # fmt: skip
 
 
 class Fleet:

@@ -26,7 +26,7 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import jobq
-from benchmarks._sql import DEFAULT_POSTGRES_URL, drop_schema, in_schema
+from benchmarks.harness import DEFAULT_POSTGRES_URL, drop_schema, in_schema
 
 CHOICES = {"all queues": None, "one queue": ["default"], "two queues": ["default", "other"]}
 

@@ -39,8 +39,16 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import jobq
-from benchmarks._drains import SYNC_TASK, jobq_drain, log
-from benchmarks._sql import DEFAULT_POSTGRES_URL, drop_schema, git_state, in_schema, sqlite_url
+from benchmarks._drains import jobq_drain
+from benchmarks.harness import (
+    DEFAULT_POSTGRES_URL,
+    SYNC_TASK,
+    drop_schema,
+    git_state,
+    in_schema,
+    log,
+    sqlite_url,
+)
 
 SCHEMA = "bench_capture_overheads"
 PAUSED = "elsewhere"

@@ -30,10 +30,16 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 import sqlalchemy as sa
 
 import jobq
-from benchmarks._sql import DEFAULT_POSTGRES_URL, drop_schema, in_schema, sqlite_url
+from benchmarks.harness import (
+    DEFAULT_POSTGRES_URL,
+    ROOT,
+    drop_schema,
+    in_schema,
+    jobq_worker_cmd,
+    sqlite_url,
+    worker_env,
+)
 from jobq.tasks import as_utc
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def measure(url: str, seconds: float, workers: int, poll_interval: float) -> dict[str, object]:
@@ -44,11 +50,10 @@ def measure(url: str, seconds: float, workers: int, poll_interval: float) -> dic
 
     cron_app._engine = None
     cron_app.create_runs_table()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "JOBQ_TEST_CRON": "ticks"}
-    command = [
-        sys.executable, "-m", "jobq.cli", "worker", "--app", "tests.apps.cron:app",
-        "--poll-interval", str(poll_interval), "--log-level", "warning",
-    ]  # fmt: skip
+    env = worker_env(url, JOBQ_TEST_CRON="ticks")
+    command = jobq_worker_cmd(
+        "--poll-interval", str(poll_interval), "--log-level", "warning", app="tests.apps.cron:app"
+    )
     processes = [
         subprocess.Popen(command, env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True)
         for _ in range(workers)

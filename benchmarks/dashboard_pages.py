@@ -48,8 +48,8 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 import jobq
-from benchmarks._sql import TABLE, drop_schema, in_schema
-from benchmarks.exporter_counts import CHUNK, log
+from benchmarks.exporter_counts import CHUNK
+from benchmarks.harness import TABLE, drop_schema, in_schema, log
 from jobq import Cron, Mutex, Schedule
 from jobq.observe.counting import FINISHED_PART
 from jobq.web import create_app

@@ -41,7 +41,7 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 import sqlalchemy as sa
 
 import jobq
-from benchmarks._sql import TABLE, drop_schema, in_schema
+from benchmarks.harness import TABLE, drop_schema, in_schema, log
 from jobq.observe.counting import TaskCounts
 from jobq.observe.exporter import DatabaseExporter
 
@@ -72,10 +72,6 @@ SELECT 'q' || ((g / 7) % :queues), 'bench.noop', '{{"n": 1}}', 'queued', 0,
        3, 0, now() - make_interval(secs => g % 3600)
 FROM generate_series(1, :rows) AS g
 """
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def fill(store: jobq.Store, finished: int, waiting: int, queues: int) -> float:

@@ -64,24 +64,20 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 import sqlalchemy as sa
 
 from benchmarks._bouncer import Console, Server, code_state, pgbouncer_version
-from benchmarks._drains import SYNC_TASK, log
-from benchmarks._sql import DEFAULT_POSTGRES_URL
-from benchmarks.processes import (
+from benchmarks.harness import (
+    DEFAULT_POSTGRES_URL,
+    SYNC_TASK,
     Database,
-    DrainRates,
-    Rows,
-    check_rows,
-    fill,
+    jobq_worker_cmd,
     load,
+    log,
     quiet_moment,
     run_commands,
     spread,
     worker_env,
 )
+from benchmarks.processes import DrainRates, Rows, check_rows, fill
 from tests import pgbouncer_server
-
-APP_PATH = "benchmarks.noop_app:app"
-
 
 # --- configurations --------------------------------------------------------------------
 
@@ -136,11 +132,10 @@ class Config:
         self, bouncer: pgbouncer_server.Bouncer, concurrency: int, extra: Sequence[str]
     ) -> list[list[str]]:
         """The argv of each worker command (the URL goes in the environment)."""
-        command = [
-            sys.executable, "-m", "jobq.cli", "worker", "--app", APP_PATH, "--burst",
-            "--concurrency", str(concurrency), *extra,
+        command = jobq_worker_cmd(
+            "--burst", "--concurrency", str(concurrency), *extra,
             *(["--listen-url", bouncer.direct_url] if self.variant.listen_url else []),
-        ]  # fmt: skip
+        )  # fmt: skip
         return [command for _ in range(self.workers)]
 
 

@@ -40,14 +40,18 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import jobq
-from benchmarks._drains import SYNC_TASK, jobq_worker_cmd, log, worker_env
-from benchmarks._sql import (
+from benchmarks.harness import (
     DEFAULT_POSTGRES_URL,
+    SYNC_TASK,
     drop_schema,
     git_state,
     in_schema,
+    jobq_worker_cmd,
+    log,
+    percentile,
     reset,
     sqlite_url,
+    worker_env,
 )
 from jobq.lifecycle import waiting
 from jobq.tasks import as_utc
@@ -66,12 +70,6 @@ class Run:
     after_end: list[float]
     round_trip: list[float]
     reads: int
-
-
-def pct(samples: list[float], p: float) -> float:
-    """The nearest-rank ``p``th percentile."""
-    xs = sorted(samples)
-    return xs[min(len(xs) - 1, max(0, round(p / 100 * len(xs)) - 1))]
 
 
 @contextmanager
@@ -149,15 +147,16 @@ def report(runs: list[Run], samples: int) -> None:
     for run in runs:
         ms = [s * 1000 for s in run.after_end]
         print(
-            f"| {run.database} | {run.how} | {pct(ms, 50):.2f} | {pct(ms, 90):.2f} "
-            f"| {pct(ms, 99):.2f} | {max(ms):.2f} | {run.reads / len(ms):.1f} |"
+            f"| {run.database} | {run.how} | {percentile(ms, 50):.2f} | {percentile(ms, 90):.2f} "
+            f"| {percentile(ms, 99):.2f} | {max(ms):.2f} | {run.reads / len(ms):.1f} |"
         )
     print("\nenqueue -> result() returned (round trip, this process's clock), in ms:\n")
     print("| database | p50 | p90 | p99 |")
     print("|---|---:|---:|---:|")
     for run in runs:
         ms = [s * 1000 for s in run.round_trip]
-        print(f"| {run.database} | {pct(ms, 50):.2f} | {pct(ms, 90):.2f} | {pct(ms, 99):.2f} |")
+        cells = " | ".join(f"{percentile(ms, p):.2f}" for p in (50, 90, 99))
+        print(f"| {run.database} | {cells} |")
 
 
 def main() -> None:

@@ -46,11 +46,10 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 from sqlalchemy import event
 
 import jobq
-from benchmarks._private_pg import ROOT, machine_load, percentile, private_postgres
-from benchmarks._sql import connect_postgres, git_state
+from benchmarks._servers import private_postgres
 from benchmarks._table_stats import TableStats, mb, read_table
 from benchmarks.dashboard_pages import fill
-from benchmarks.exporter_counts import log
+from benchmarks.harness import ROOT, connect_postgres, git_state, log, machine_load, percentile
 from jobq.tasks import Completion, Status
 
 DAY = 86400

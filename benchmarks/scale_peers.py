@@ -53,18 +53,22 @@ from typing import Any
 
 import jobq
 from benchmarks._bouncer import wait_for
-from benchmarks._drains import (
-    PEER_SCRIPT,
+from benchmarks._drains import PEER_SCRIPT, peer
+from benchmarks.harness import (
     PEERS_PYTHON,
     ROOT,
     SYNC_TASK,
+    connect_postgres,
+    cpu_ticks,
+    drop_schema,
+    git_state,
+    in_schema,
     jobq_worker_cmd,
     log,
-    peer,
+    psycopg_conninfo,
+    spread,
     worker_env,
 )
-from benchmarks._sql import connect_postgres, drop_schema, git_state, in_schema, psycopg_conninfo
-from benchmarks.processes import cpu_ticks, spread
 from jobq.urls import parse_url
 
 HERE = Path(__file__).resolve().parent

@@ -55,20 +55,16 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import jobq
-from benchmarks._private_pg import BenchPostgres, machine_load, percentile, private_postgres
-from benchmarks._sql import git_state
+from benchmarks._servers import BenchPostgres, private_postgres
 from benchmarks._table_stats import TableStats, mb, read_table
 from benchmarks.exporter_counts import fill
+from benchmarks.harness import git_state, log, machine_load, percentile
 from jobq.tasks import Completion, Status
 
 TASK = "bench.noop"
 WORKER = "bench-settings:1"
 #: Runs between two progress readings of the table's statistics.
 REPORT_EVERY = 100_000
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 @dataclass

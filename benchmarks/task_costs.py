@@ -67,13 +67,13 @@ if __package__ in (None, ""):  # run as a script: measure the checkout in the wo
 import sqlalchemy as sa
 
 import jobq
-from benchmarks._drains import log
-from benchmarks._sql import (
+from benchmarks.harness import (
     DEFAULT_POSTGRES_URL,
     analyze,
     drop_schema,
     git_state,
     in_schema,
+    log,
     reset,
     sqlite_url,
     status_counts,
