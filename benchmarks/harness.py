@@ -76,13 +76,14 @@ def markdown_table(header: Sequence[str], align: str, rows: Sequence[Sequence[An
     return "\n".join(lines)
 
 
-def git_state() -> str:
-    """The checkout's commit, and whether jobq/ differs from it (the code measured)."""
+def git_state(root: Path = ROOT) -> str:
+    """The commit of the checkout at ``root`` (this one unless told), and whether its jobq/
+    differs from it (the code measured)."""
 
     def git(*args: str) -> str:
         try:
             return subprocess.run(
-                ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True
+                ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
             ).stdout.strip()
         except (OSError, subprocess.CalledProcessError):
             return ""

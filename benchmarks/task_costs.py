@@ -59,6 +59,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
 if __package__ in (None, ""):  # run as a script: measure the checkout in the working directory
@@ -84,6 +85,9 @@ from jobq import store as store_module
 from jobq.registry import TaskDefinition
 from jobq.runner import Run, Runner
 from jobq.tasks import DEFAULT_LEASE, Completion, Leases, Status, Task
+
+# The checkout whose jobq is measured (the working directory's when run as a script).
+MEASURED = Path(jobq.__file__).resolve().parent.parent
 
 TASK = "bench.noop"
 WORKER = "task-costs"
@@ -372,7 +376,7 @@ def report(results: list[Costs], args: argparse.Namespace) -> str:
     lines = [
         "# What a task costs a jobq worker, µs per task",
         "",
-        f"jobq at {git_state()}, imported from `{os.path.dirname(jobq.__file__)}`;"
+        f"jobq at {git_state(MEASURED)}, imported from `{os.path.dirname(jobq.__file__)}`;"
         f" {versions()}; {os.cpu_count()} cores.",
         f'{args.tasks:,} queued no-op tasks (`{TASK}`, args `{{"n": i}}`) per repeat, taken'
         f" {args.batch} at a time (a worker at concurrency {args.batch}); each row is the median of"
@@ -427,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.tasks < 1 or args.batch < 1 or args.repeat < 1:
         parser.error("--tasks, --batch and --repeat must be positive")
-    log(f"jobq from {os.path.dirname(jobq.__file__)} at {git_state()}")
+    log(f"jobq from {os.path.dirname(jobq.__file__)} at {git_state(MEASURED)}")
     results = []
     with open(os.devnull, "w") as devnull:
         for key in args.only or tuple(BACKENDS):
