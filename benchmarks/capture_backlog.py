@@ -26,7 +26,7 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import jobq
-from benchmarks.harness import DEFAULT_POSTGRES_URL, drop_schema, in_schema
+from benchmarks.harness import DEFAULT_POSTGRES_URL, drop_schema, in_schema, markdown_table
 
 CHOICES = {"all queues": None, "one queue": ["default"], "two queues": ["default", "other"]}
 
@@ -81,10 +81,8 @@ def main() -> None:
             drop_schema(args.postgres_url, args.pg_schema)
     keyed = f", held back by {args.lock_keys} running lock keys" if args.lock_keys else ""
     print(f"capture(100) median ms, backlog of {args.backlog:,} queued tasks in 'default'{keyed}")
-    print("| database | " + " | ".join(CHOICES) + " |")
-    print("|---|" + "---:|" * len(CHOICES))
-    for name, medians in rows:
-        print(f"| {name} | " + " | ".join(f"{medians[c]:.2f}" for c in CHOICES) + " |")
+    cells = [(name, *(f"{medians[c]:.2f}" for c in CHOICES)) for name, medians in rows]
+    print(markdown_table(("database", *CHOICES), "l" + "r" * len(CHOICES), cells))
 
 
 if __name__ == "__main__":

@@ -64,13 +64,13 @@ def log(message: str) -> None:
 
 
 def markdown_table(header: Sequence[str], align: str, rows: Sequence[Sequence[Any]]) -> str:
-    """A Markdown table: ``align`` has one letter a column, ``l`` (``---``) or ``r``
-    (``---:``); each row's cells are shown with ``str``."""
+    """A Markdown table: ``align`` has one letter a column, ``l`` (``---``), ``r``
+    (``---:``) or ``c`` (``:---:``); each row's cells are shown with ``str``."""
     if len(align) != len(header):
         raise ValueError(f"{len(header)} columns but {len(align)} alignments")
     lines = [
         "| " + " | ".join(header) + " |",
-        "|" + "".join("---:|" if a == "r" else "---|" for a in align),
+        "|" + "".join({"l": "---|", "r": "---:|", "c": ":---:|"}[a] for a in align),
     ]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)

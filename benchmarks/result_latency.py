@@ -48,6 +48,7 @@ from benchmarks.harness import (
     in_schema,
     jobq_worker_cmd,
     log,
+    markdown_table,
     percentile,
     reset,
     sqlite_url,
@@ -142,21 +143,20 @@ def report(runs: list[Run], samples: int) -> None:
         f"Python {platform.python_version()}, {os.cpu_count()} cores.\n"
     )
     print("finished_at (database clock) -> result() returned, in ms:\n")
-    print("| database | waiter | p50 | p90 | p99 | max | row reads per wait |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    rows = []
     for run in runs:
         ms = [s * 1000 for s in run.after_end]
-        print(
-            f"| {run.database} | {run.how} | {percentile(ms, 50):.2f} | {percentile(ms, 90):.2f} "
-            f"| {percentile(ms, 99):.2f} | {max(ms):.2f} | {run.reads / len(ms):.1f} |"
-        )
+        cells = [f"{percentile(ms, p):.2f}" for p in (50, 90, 99)]
+        rows.append((run.database, run.how, *cells, f"{max(ms):.2f}", f"{run.reads / len(ms):.1f}"))
+    header = ("database", "waiter", "p50", "p90", "p99", "max", "row reads per wait")
+    print(markdown_table(header, "llrrrrr", rows))
     print("\nenqueue -> result() returned (round trip, this process's clock), in ms:\n")
-    print("| database | p50 | p90 | p99 |")
-    print("|---|---:|---:|---:|")
-    for run in runs:
-        ms = [s * 1000 for s in run.round_trip]
-        cells = " | ".join(f"{percentile(ms, p):.2f}" for p in (50, 90, 99))
-        print(f"| {run.database} | {cells} |")
+    trips = [[s * 1000 for s in run.round_trip] for run in runs]
+    rows = [
+        (run.database, *(f"{percentile(ms, p):.2f}" for p in (50, 90, 99)))
+        for run, ms in zip(runs, trips, strict=True)
+    ]
+    print(markdown_table(("database", "p50", "p90", "p99"), "lrrr", rows))
 
 
 def main() -> None:

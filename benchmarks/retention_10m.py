@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Capture and `jobq status` with 10M finished rows, before and after retention.
 
-On a PostgreSQL server of its own (benchmarks/_private_pg.py: autovacuum on, as in
+On a PostgreSQL server of its own (benchmarks/_servers.py: autovacuum on, as in
 production), one database migrated to head (so with migration 0013's table settings),
 filled by dashboard_pages.py's builder: ``--finished`` finished rows (90% done, 5% failed
 for good, 5% cancelled) whose finished_at spread evenly over the last ``--span-days``

@@ -7,7 +7,7 @@ with ``ip netns exec`` in a namespace of its own (benchmarks/_netns.py: a veth p
 host, 127.77.k.0/30), as if on a host of its own; N processes are ``--per-namespace`` (2)
 a namespace, so 16 processes are 8 namespaces. They reach a PostgreSQL and a PgBouncer
 (transaction pooling, pool of ``--pool-size`` 20) that the benchmark starts for itself
-(benchmarks/_scale_servers.py) at their namespace's host end:
+(benchmarks/_servers.py) at their namespace's host end:
 
 - ``direct``: the server's own URL; each worker LISTENs there;
 - ``pooled``: PgBouncer with ``?jobq_pooler=transaction``, and ``--listen-url`` the

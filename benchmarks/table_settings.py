@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Capture with and without migration 0013's table settings, after 1M task runs each.
 
-On a PostgreSQL server of its own (benchmarks/_private_pg.py: autovacuum on, as in
+On a PostgreSQL server of its own (benchmarks/_servers.py: autovacuum on, as in
 production; the shared server runs with it off), one database per variant, one after
 the other:
 

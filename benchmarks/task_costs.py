@@ -30,9 +30,9 @@ Each repeat starts from an empty table and ``--tasks`` freshly enqueued tasks (A
 PostgreSQL; untimed). A warm-up pass of 1,000 tasks comes first. Each row is
 the median of ``--repeat`` repeats; the total is the sum of the rows' medians.
 
-jobq, benchmarks/_sql.py and benchmarks/noop_app.py are imported from the current
-directory, so that one copy of this script measures any checkout it is run in (it uses
-only APIs that commit 90fc2cf has too):
+jobq and benchmarks/noop_app.py are imported from the current directory (the harness,
+if that checkout has none, from this script's), so that one copy of this script
+measures any checkout it is run in (it uses only APIs that commit 90fc2cf has too):
 
     .venv/bin/python benchmarks/task_costs.py
     .venv/bin/python benchmarks/task_costs.py --only sqlite --repeat 3
