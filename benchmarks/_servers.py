@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -69,15 +68,8 @@ def started(make: type[Server], *args: object) -> Iterator[Server]:
     programs = postgres_server.bindir()
     if programs is None:
         raise RuntimeError("no PostgreSQL server programs (pg_ctl, initdb) on this machine")
-    server = make(programs, *args)
-    try:
-        server.start()
+    with postgres_server.running(programs, lambda found: make(found, *args)) as server:
         yield server
-    finally:
-        try:
-            server.stop()
-        finally:
-            shutil.rmtree(server.directory, ignore_errors=True)
 
 
 # --- private_postgres: autovacuum on, logged --------------------------------------------
