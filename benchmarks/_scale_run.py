@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ import psycopg
 import sqlalchemy as sa
 
 from benchmarks._bouncer import Console, Server, wait_for
+from benchmarks._machine import Poller
 from benchmarks._netns import Namespace
 from benchmarks.harness import (
     ROOT,
@@ -245,40 +245,36 @@ class Peaks:
     samples: int = 0
 
 
-class Sampler:
+# The measured database's client sessions, ours left out: all, LISTENing, addresses.
+_SESSIONS = (
+    "SELECT count(*), count(*) FILTER (WHERE query ILIKE 'listen%%'),"
+    " count(DISTINCT client_addr) FROM pg_stat_activity"
+    " WHERE datname = %s AND backend_type = 'client backend'"
+    " AND application_name <> %s AND pid <> pg_backend_pid()"
+)
+
+
+class Sampler(Poller):
     """Every ``every`` s from a thread, while the block runs: the counts of ``Peaks``."""
 
     def __init__(self, server: Server, console: Console, every: float = 0.2) -> None:
-        self.server, self.console, self.every = server, console, every
+        super().__init__(every, join_timeout=30)
+        self.server, self.console = server, console
         self.peaks = Peaks()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._look, name="sampler", daemon=True)
 
     def __enter__(self) -> Peaks:
-        self._thread.start()
+        super().__enter__()
         return self.peaks
 
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-    def _look(self) -> None:
-        sql = (
-            "SELECT count(*), count(*) FILTER (WHERE query ILIKE 'listen%%'),"
-            " count(DISTINCT client_addr) FROM pg_stat_activity"
-            " WHERE datname = %s AND backend_type = 'client backend'"
-            " AND application_name <> %s AND pid <> pg_backend_pid()"
-        )
+    def look(self) -> None:
         p = self.peaks
-        while not self._stop.is_set():
-            row = self.server.conn.execute(sql, [self.server.database, APPLICATION]).fetchone()
-            sessions, listening, addresses = (int(x) for x in row or (0, 0, 0))
-            p.sessions, p.listening = max(p.sessions, sessions), max(p.listening, listening)
-            p.addresses = max(p.addresses, addresses)
-            p.bouncer_clients = max(p.bouncer_clients, len(self.console.clients()))
-            p.bouncer_servers = max(p.bouncer_servers, len(self.console.servers()))
-            p.samples += 1
-            self._stop.wait(self.every)
+        row = self.server.conn.execute(_SESSIONS, [self.server.database, APPLICATION]).fetchone()
+        sessions, listening, addresses = (int(x) for x in row or (0, 0, 0))
+        p.sessions, p.listening = max(p.sessions, sessions), max(p.listening, listening)
+        p.addresses = max(p.addresses, addresses)
+        p.bouncer_clients = max(p.bouncer_clients, len(self.console.clients()))
+        p.bouncer_servers = max(p.bouncer_servers, len(self.console.servers()))
+        p.samples += 1
 
 
 # --- what a run is, and what it found ---------------------------------------------------

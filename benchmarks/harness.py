@@ -1,5 +1,6 @@
 """The benchmarks' shared harness: databases to run on, jobq worker processes timed from
-spawn to exit, the machine's state, and the Markdown results table.
+spawn to exit, and the Markdown results table (what the machine is doing meanwhile:
+benchmarks/_machine.py).
 
 Every script in benchmarks/ takes its set-up from here, so that each of them measures
 the same way: a schema (PostgreSQL), database (MariaDB / MySQL) or file (SQLite) of its
@@ -93,16 +94,6 @@ def git_state(root: Path = ROOT) -> str:
     return f"commit {commit}" + (" with uncommitted changes in jobq/" if dirty else "")
 
 
-def load() -> str:
-    """The 1, 5 and 15 minute load averages."""
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def machine_load() -> str:
-    """The 1, 5 and 15 minute load averages and the number of cores, for the report."""
-    return f"load average {load()} on {os.cpu_count()} cores"
-
-
 def percentile(samples: Sequence[float], p: float) -> float:
     """The nearest-rank ``p``th percentile of ``samples`` (not empty)."""
     xs = sorted(samples)
@@ -134,45 +125,6 @@ def utc(value: Any) -> datetime:
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
     return value.astimezone(UTC)
-
-
-# --- the machine -----------------------------------------------------------------------
-
-
-def cpu_ticks() -> tuple[int, int] | None:
-    """The machine's busy and total CPU time so far, in clock ticks (Linux's /proc/stat)."""
-    try:
-        with open("/proc/stat") as stat:
-            ticks = [int(x) for x in stat.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)  # less idle and iowait
-
-
-def others_busy(window: float = 0.5) -> float | None:
-    """The share of all cores busy over ``window`` s while the benchmark runs nothing:
-    other people's work (None where /proc/stat is missing)."""
-    before = cpu_ticks()
-    time.sleep(window)  # a measuring window, not a wait for something
-    after = cpu_ticks()
-    if before is None or after is None or after[1] == before[1]:
-        return None
-    return (after[0] - before[0]) / (after[1] - before[1])
-
-
-def quiet_moment(below: float | None, patience: float = 120.0) -> float | None:
-    """Others' CPU share now; with ``below`` (a share), first look again until it is under
-    that, for up to ``patience`` s (then go on anyway, saying so)."""
-    busy = others_busy()
-    if below is None or busy is None:
-        return busy
-    deadline = time.monotonic() + patience
-    while busy is not None and busy >= below and time.monotonic() < deadline:
-        log(f"    others keep {busy:.0%} of the CPU busy: waiting for under {below:.0%}")
-        busy = others_busy(2.0)
-    if busy is not None and busy >= below:
-        log(f"    still {busy:.0%} busy after {patience:g} s: running anyway")
-    return busy
 
 
 # --- databases -------------------------------------------------------------------------

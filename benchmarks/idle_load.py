@@ -90,12 +90,11 @@ from benchmarks._bouncer import (
     pgbouncer_version,
     wait_for,
 )
+from benchmarks._machine import load, others_busy
 from benchmarks.harness import (
     DEFAULT_POSTGRES_URL,
     jobq_worker_cmd,
-    load,
     log,
-    others_busy,
     psycopg_conninfo,
     run_commands,
     spread,

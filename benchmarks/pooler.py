@@ -51,7 +51,6 @@ import platform
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -64,14 +63,13 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 import sqlalchemy as sa
 
 from benchmarks._bouncer import Console, Server, code_state, pgbouncer_version
+from benchmarks._machine import Poller, load, quiet_moment
 from benchmarks.harness import (
     DEFAULT_POSTGRES_URL,
     SYNC_TASK,
     Database,
     jobq_worker_cmd,
-    load,
     log,
-    quiet_moment,
     run_commands,
     spread,
     worker_env,
@@ -142,31 +140,20 @@ class Config:
 # --- one drain -------------------------------------------------------------------------
 
 
-class Sampler:
+class Sampler(Poller):
     """Every ``every`` s during a drain, from a thread: the database's sessions (from the
     server's own database) and PgBouncer's waiting clients; the most of each seen."""
 
     def __init__(self, server: Server, console: Console, every: float = 0.1) -> None:
-        self.server, self.console, self.every = server, console, every
+        super().__init__(every)
+        self.server, self.console = server, console
         self.sessions = 0  # the most sessions of the database at once
         self.waiting = 0  # the most clients PgBouncer kept waiting at once
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._look, name="sampler", daemon=True)
 
-    def __enter__(self) -> Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _look(self) -> None:
-        while not self._stop.is_set():
-            self.sessions = max(self.sessions, len(self.server.backends()))
-            pool = self.console.pool()
-            self.waiting = max(self.waiting, pool.get("cl_waiting", 0))
-            self._stop.wait(self.every)
+    def look(self) -> None:
+        self.sessions = max(self.sessions, len(self.server.backends()))
+        pool = self.console.pool()
+        self.waiting = max(self.waiting, pool.get("cl_waiting", 0))
 
 
 @dataclass

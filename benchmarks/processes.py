@@ -53,7 +53,6 @@ import platform
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -64,6 +63,7 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
+from benchmarks._machine import Poller, load, quiet_moment
 from benchmarks.harness import (
     DEFAULT_POSTGRES_URL,
     Database,
@@ -71,9 +71,7 @@ from benchmarks.harness import (
     csv_ints,
     database,
     git_state,
-    load,
     log,
-    quiet_moment,
     reset,
     run_commands,
     spread,
@@ -147,31 +145,20 @@ def check_rows(db: Database, n: int, what: str, *, durations: bool = False) -> R
     return Rows(span.total_seconds(), ends.total_seconds(), times)
 
 
-class Registrations:
+class Registrations(Poller):
     """Which workers registered (jobq_workers) while a drain ran, looked at every
     ``every`` s from a thread: a done task's row no longer names its worker."""
 
     def __init__(self, db: Database, every: float = 0.05) -> None:
-        self.db, self.every = db, every
+        super().__init__(every)
+        self.db = db
         #: worker_id -> its supervisor's pid (None: not supervised).
         self.seen: dict[str, int | None] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._look, name="registrations", daemon=True)
 
-    def __enter__(self) -> Registrations:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _look(self) -> None:
-        while not self._stop.is_set():
-            with self.db.store.engine.connect() as conn:
-                rows = conn.exec_driver_sql("SELECT worker_id, supervisor_pid FROM jobq_workers")
-                self.seen.update({worker_id: pid for worker_id, pid in rows})
-            self._stop.wait(self.every)
+    def look(self) -> None:
+        with self.db.store.engine.connect() as conn:
+            rows = conn.exec_driver_sql("SELECT worker_id, supervisor_pid FROM jobq_workers")
+            self.seen.update({worker_id: pid for worker_id, pid in rows})
 
     @property
     def supervised(self) -> int:

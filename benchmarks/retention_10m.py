@@ -46,10 +46,11 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 from sqlalchemy import event
 
 import jobq
+from benchmarks._machine import machine_load
 from benchmarks._servers import private_postgres
 from benchmarks._table_stats import TableStats, mb, read_table
 from benchmarks.dashboard_pages import fill
-from benchmarks.harness import ROOT, connect_postgres, git_state, log, machine_load, percentile
+from benchmarks.harness import ROOT, connect_postgres, git_state, log, percentile
 from jobq.tasks import Completion, Status
 
 DAY = 86400

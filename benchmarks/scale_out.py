@@ -83,6 +83,7 @@ import sqlalchemy as sa
 import jobq
 from benchmarks import _netns
 from benchmarks._bouncer import Console, Server, wait_for
+from benchmarks._machine import cpu_ticks, load, quiet_moment
 from benchmarks._scale_report import report
 from benchmarks._scale_run import (
     Fleet,
@@ -111,11 +112,8 @@ from benchmarks.harness import (
     SYNC_TASK,
     Database,
     analyze,
-    cpu_ticks,
     csv_ints,
-    load,
     log,
-    quiet_moment,
     reset,
     run_commands,
     worker_env,

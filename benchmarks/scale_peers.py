@@ -54,13 +54,13 @@ from typing import Any
 import jobq
 from benchmarks._bouncer import wait_for
 from benchmarks._drains import PEER_SCRIPT, peer
+from benchmarks._machine import cpu_ticks
 from benchmarks.harness import (
     BENCH_POSTGRES_URL,
     PEERS_PYTHON,
     ROOT,
     SYNC_TASK,
     connect_postgres,
-    cpu_ticks,
     drop_schema,
     git_state,
     in_schema,

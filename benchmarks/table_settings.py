@@ -55,10 +55,11 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import jobq
+from benchmarks._machine import machine_load
 from benchmarks._servers import BenchPostgres, private_postgres
 from benchmarks._table_stats import TableStats, mb, read_table
 from benchmarks.exporter_counts import fill
-from benchmarks.harness import git_state, log, machine_load, percentile
+from benchmarks.harness import git_state, log, percentile
 from jobq.tasks import Completion, Status
 
 TASK = "bench.noop"
