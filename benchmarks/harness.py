@@ -214,6 +214,22 @@ def mysql_server(url: str) -> str:
         engine.dispose()
 
 
+@contextmanager
+def own_database(kind: str, postgres_url: str, schema: str, file: str = "jobq.db") -> Iterator[str]:
+    """The URL of a database of the run's own for the block: ``kind`` 'sqlite', ``file``
+    in a temporary directory, deleted after; 'postgresql', ``schema`` of ``postgres_url``,
+    created now and dropped after."""
+    if kind == "sqlite":
+        with tempfile.TemporaryDirectory() as tmp:
+            yield sqlite_url(os.path.join(tmp, file))
+        return
+    url = in_schema(postgres_url, schema)
+    try:
+        yield url
+    finally:
+        drop_schema(postgres_url, schema)
+
+
 @dataclass
 class Database:
     """Where the runs' tasks live: a URL, a label, and a Store the benchmark checks with."""

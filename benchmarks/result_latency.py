@@ -43,15 +43,13 @@ import jobq
 from benchmarks.harness import (
     DEFAULT_POSTGRES_URL,
     SYNC_TASK,
-    drop_schema,
     git_state,
-    in_schema,
     jobq_worker_cmd,
     log,
     markdown_table,
+    own_database,
     percentile,
     reset,
-    sqlite_url,
     worker_env,
 )
 from jobq.lifecycle import waiting
@@ -173,18 +171,14 @@ def main() -> None:
     if args.samples < 1:
         parser.error("--samples must be at least 1")
     runs: list[Run] = []
-    if args.only in (None, "postgresql"):
-        url = in_schema(args.postgres_url, args.pg_schema)
-        try:
-            log("PostgreSQL: notified waiter")
-            runs.append(measure(url, "PostgreSQL", "notified", args.samples, args.poll_interval))
-        finally:
-            drop_schema(args.postgres_url, args.pg_schema)
-    if args.only in (None, "sqlite"):
-        with tempfile.TemporaryDirectory() as directory:
-            url = sqlite_url(os.path.join(directory, "jobq.db"))
-            log("SQLite: polling waiter")
-            runs.append(measure(url, "SQLite", "polling", args.samples, args.poll_interval))
+    for kind, name, how in (
+        ("postgresql", "PostgreSQL", "notified"),
+        ("sqlite", "SQLite", "polling"),
+    ):
+        if args.only in (None, kind):
+            with own_database(kind, args.postgres_url, args.pg_schema) as url:
+                log(f"{name}: {how} waiter")
+                runs.append(measure(url, name, how, args.samples, args.poll_interval))
     report(runs, args.samples)
 
 
