@@ -43,10 +43,12 @@ from benchmarks._drains import jobq_drain
 from benchmarks.harness import (
     DEFAULT_POSTGRES_URL,
     SYNC_TASK,
+    analyze,
     drop_schema,
     git_state,
     in_schema,
     log,
+    reset,
     sqlite_url,
 )
 
@@ -89,7 +91,6 @@ def drain_rate(url: str, database: str, name: str, n: int, conc: int) -> float:
 def drain_in_process(url: str, name: str, n: int, conc: int) -> float:
     """One drain in setting ``name`` by a Worker in this process; jobs a second."""
     from benchmarks import noop_app
-    from benchmarks._sql import analyze, reset
     from jobq.observe.metrics import WorkerMetrics
     from jobq.worker import Worker
 
