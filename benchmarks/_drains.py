@@ -26,6 +26,7 @@ from benchmarks.harness import (
     jobq_worker_cmd,
     log,
     reset,
+    run_commands,
     status_counts,
     stop,
     tail,
@@ -99,26 +100,10 @@ def run_jobq(url: str, cmd: list[str], timeout: float, *, forward: bool) -> Work
     (runs at --log-level warning write only what needs attention). If the command fails
     or times out, its last stderr lines are printed and RuntimeError is raised.
     """
-    with tempfile.TemporaryFile() as stderr:
-        start = time.perf_counter()
-        try:
-            proc = subprocess.run(
-                cmd, cwd=ROOT, env=worker_env(url), stderr=stderr, stdout=subprocess.DEVNULL,
-                timeout=timeout,
-            )  # fmt: skip
-        except subprocess.TimeoutExpired:
-            tail(stderr, "jobq timed out", STDERR_TAIL)
-            raise RuntimeError(f"jobq timed out after {timeout} s: {cmd}") from None
-        seconds = time.perf_counter() - start
-        if proc.returncode != 0:
-            tail(stderr, f"jobq exited {proc.returncode}", STDERR_TAIL)
-            raise RuntimeError(f"jobq exited {proc.returncode}: {cmd}")
-        size = os.fstat(stderr.fileno()).st_size
-        stderr.seek(0)
-        text = stderr.read().decode(errors="replace")
+    seconds, text = run_commands([cmd], worker_env(url), timeout, "jobq", STDERR_TAIL)
     if forward and text:
         log(text.rstrip("\n"))
-    return WorkerRun(seconds, text.count("\n"), size)
+    return WorkerRun(seconds, text.count("\n"), len(text.encode()))
 
 
 def jobq_drain(

@@ -353,18 +353,22 @@ def tail(stderr: IO[bytes], what: str, lines: int = 60) -> None:
         log(line)
 
 
-def stop(procs: Sequence[subprocess.Popen[Any]], grace: float = 40.0) -> None:
-    """SIGTERM what still runs (a supervisor passes it on), then SIGKILL after ``grace`` s."""
+def stop(procs: Sequence[subprocess.Popen[Any]], grace: float = 40.0) -> list[int]:
+    """SIGTERM what still runs (a supervisor passes it on), then SIGKILL after ``grace`` s;
+    the indexes of those that had to be killed."""
     for proc in procs:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + grace
-    for proc in procs:
+    killed = []
+    for i, proc in enumerate(procs):
         try:
             proc.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+            killed.append(i)
+    return killed
 
 
 def run_commands(

@@ -63,7 +63,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -98,6 +97,7 @@ from benchmarks.harness import (
     mysql_database,
     spread,
     sqlite_url,
+    stop,
     tail,
     utc,
 )
@@ -316,17 +316,9 @@ class Workers:
 
     def stop(self) -> None:
         """SIGTERM each (they are idle by now), wait, kill what is left; close the logs."""
-        for proc, _ in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 40
-        for i, (proc, stderr) in enumerate(self.procs):
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                tail(stderr, f"worker {i} did not stop within 40 s: killed")
+        for i in stop([proc for proc, _ in self.procs]):
+            tail(self.procs[i][1], f"worker {i} did not stop within 40 s: killed")
+        for _, stderr in self.procs:
             stderr.close()
         self.procs = []
 
