@@ -62,8 +62,9 @@ def quiet_moment(below: float | None, patience: float = 120.0) -> float | None:
 
 
 class Poller:
-    """A thread that calls ``look`` every ``every`` s while the ``with`` block runs, and
-    once more is not promised: the block's end stops it at its next wait."""
+    """A thread that calls ``look`` every ``every`` s from the start of the ``with`` block
+    until its end (the last look may be under way as the block ends: the exit waits for
+    it, up to ``join_timeout`` s)."""
 
     def __init__(self, every: float, join_timeout: float | None = None) -> None:
         self.every, self._join_timeout = every, join_timeout

@@ -267,6 +267,7 @@ class Sampler(Poller):
         return self.peaks
 
     def look(self) -> None:
+        """The counts now, kept where they are the most so far."""
         p = self.peaks
         row = self.server.conn.execute(_SESSIONS, [self.server.database, APPLICATION]).fetchone()
         sessions, listening, addresses = (int(x) for x in row or (0, 0, 0))

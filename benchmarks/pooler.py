@@ -151,6 +151,7 @@ class Sampler(Poller):
         self.waiting = 0  # the most clients PgBouncer kept waiting at once
 
     def look(self) -> None:
+        """The sessions and waiting clients now, kept if the most so far."""
         self.sessions = max(self.sessions, len(self.server.backends()))
         pool = self.console.pool()
         self.waiting = max(self.waiting, pool.get("cl_waiting", 0))

@@ -156,6 +156,7 @@ class Registrations(Poller):
         self.seen: dict[str, int | None] = {}
 
     def look(self) -> None:
+        """The workers registered now, with their supervisors."""
         with self.db.store.engine.connect() as conn:
             rows = conn.exec_driver_sql("SELECT worker_id, supervisor_pid FROM jobq_workers")
             self.seen.update({worker_id: pid for worker_id, pid in rows})
