@@ -63,6 +63,7 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 import sqlalchemy as sa
 
 from benchmarks._bouncer import Console, Server, code_state, pgbouncer_version
+from benchmarks._drain_rows import DrainRates, Rows, check_rows, fill
 from benchmarks._machine import Poller, load, quiet_moment
 from benchmarks.harness import (
     DEFAULT_POSTGRES_URL,
@@ -74,7 +75,6 @@ from benchmarks.harness import (
     spread,
     worker_env,
 )
-from benchmarks.processes import DrainRates, Rows, check_rows, fill
 from tests import pgbouncer_server
 
 # --- configurations --------------------------------------------------------------------
