@@ -29,13 +29,16 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 import sqlalchemy as sa
 
 import jobq
-from benchmarks._drains import ROOT, SYNC_TASK, Drain, fill, log, worker_env
-from benchmarks._sql import (
-    Statement,
-    capture_statement,
+from benchmarks._drains import Drain, fill
+from benchmarks._sql import Statement, capture_statement
+from benchmarks.harness import (
+    ROOT,
+    SYNC_TASK,
     connect_postgres,
     connect_sqlite,
+    log,
     status_counts,
+    worker_env,
 )
 from jobq.db.tasks import Completion, Status
 

@@ -14,15 +14,12 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import sqlalchemy as sa
 
-from benchmarks._sql import git_state, psycopg_conninfo
-
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.harness import ROOT, git_state, psycopg_conninfo
 
 
 def code_state() -> str:

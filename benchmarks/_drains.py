@@ -11,32 +11,33 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import jobq
-from benchmarks._sql import analyze, reset, status_counts
+from benchmarks.harness import (
+    PEERS_PYTHON,
+    ROOT,
+    SYNC_TASK,
+    analyze,
+    jobq_worker_cmd,
+    log,
+    reset,
+    run_commands,
+    status_counts,
+    stop,
+    tail,
+    worker_env,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-APP_PATH = "benchmarks.noop_app:app"
-SYNC_TASK = "bench.noop"  # benchmarks/noop_app.py
-ASYNC_TASK = "bench.noop_async"
-PEERS_PYTHON = ROOT / "benchmarks" / ".venv-peers" / "bin" / "python"
 PEER_SCRIPT = ROOT / "benchmarks" / "peer_worker.py"
-# Jobs per enqueue call when filling a peer's queue before a drain (untimed).
-PEER_FILL_BATCH = 5000
 # Lines of a failed worker's stderr to show.
 STDERR_TAIL = 200
-
-
-def log(message: str) -> None:
-    """Write a progress line to stderr (stdout is kept for the report)."""
-    print(message, file=sys.stderr, flush=True)
+# Jobs per enqueue call when filling a peer's queue before a drain (untimed).
+PEER_FILL_BATCH = 5000
 
 
 @dataclass
@@ -85,38 +86,11 @@ class WorkerRun:
 # --- jobq ------------------------------------------------------------------------------
 
 
-def worker_env(url: str) -> dict[str, str]:
-    """Our environment, with jobq's database at ``url`` and the checkout importable."""
-    env = dict(os.environ)
-    env["JOBQ_DATABASE_URL"] = url
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    return env
-
-
-def jobq_cmd(*args: str) -> list[str]:
-    """A ``jobq`` command line run with this interpreter."""
-    return [sys.executable, "-m", "jobq.cli", *args]
-
-
-def jobq_worker_cmd(*options: str) -> list[str]:
-    """The command line of a jobq worker running benchmarks/noop_app.py."""
-    return jobq_cmd("worker", "--app", APP_PATH, *options)
-
-
 def fill(store: jobq.Store, task: str, n: int) -> None:
     """Empty the tasks table, then enqueue ``n`` runs of ``task`` and ANALYZE."""
     reset(store)
     store.enqueue_many(task, [{"n": i} for i in range(n)])
     analyze(store)
-
-
-def show_tail(stderr: IO[bytes], what: str) -> None:
-    """Print the last lines written to the file ``stderr`` to our stderr."""
-    stderr.seek(0)
-    lines = stderr.read().decode(errors="replace").splitlines()
-    log(f"--- {what}: last {min(len(lines), STDERR_TAIL)} of {len(lines)} stderr lines ---")
-    for line in lines[-STDERR_TAIL:]:
-        log(line)
 
 
 def run_jobq(url: str, cmd: list[str], timeout: float, *, forward: bool) -> WorkerRun:
@@ -126,26 +100,10 @@ def run_jobq(url: str, cmd: list[str], timeout: float, *, forward: bool) -> Work
     (runs at --log-level warning write only what needs attention). If the command fails
     or times out, its last stderr lines are printed and RuntimeError is raised.
     """
-    with tempfile.TemporaryFile() as stderr:
-        start = time.perf_counter()
-        try:
-            proc = subprocess.run(
-                cmd, cwd=ROOT, env=worker_env(url), stderr=stderr, stdout=subprocess.DEVNULL,
-                timeout=timeout,
-            )  # fmt: skip
-        except subprocess.TimeoutExpired:
-            show_tail(stderr, "jobq timed out")
-            raise RuntimeError(f"jobq timed out after {timeout} s: {cmd}") from None
-        seconds = time.perf_counter() - start
-        if proc.returncode != 0:
-            show_tail(stderr, f"jobq exited {proc.returncode}")
-            raise RuntimeError(f"jobq exited {proc.returncode}: {cmd}")
-        size = os.fstat(stderr.fileno()).st_size
-        stderr.seek(0)
-        text = stderr.read().decode(errors="replace")
+    seconds, text = run_commands([cmd], worker_env(url), timeout, "jobq", STDERR_TAIL)
     if forward and text:
         log(text.rstrip("\n"))
-    return WorkerRun(seconds, text.count("\n"), size)
+    return WorkerRun(seconds, text.count("\n"), len(text.encode()))
 
 
 def jobq_drain(
@@ -218,7 +176,7 @@ def jobq_latency(url: str, samples: int, spacing: float, timeout: float) -> Late
             deadline = time.monotonic() + timeout
             while status_counts(store).get("done", 0) < samples:
                 if time.monotonic() > deadline or proc.poll() is not None:
-                    show_tail(stderr, "jobq latency worker")
+                    tail(stderr, "jobq latency worker", STDERR_TAIL)
                     raise RuntimeError(f"jobq latency: only {status_counts(store)} after waiting")
                 time.sleep(0.05)
             with store.engine.connect() as conn:
@@ -227,14 +185,9 @@ def jobq_latency(url: str, samples: int, spacing: float, timeout: float) -> Late
                 ).all()
             return Latency("jobq (logs on)", [float(r[0]) for r in rows])
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop([proc], grace=30)
             if proc.returncode not in (0, -signal.SIGTERM, -signal.SIGKILL):
-                show_tail(stderr, f"jobq latency worker exited {proc.returncode}")
+                tail(stderr, f"jobq latency worker exited {proc.returncode}", STDERR_TAIL)
             store.dispose()
 
 

@@ -22,16 +22,8 @@ import time
 from dataclasses import dataclass, field
 
 import jobq
-from benchmarks._drains import (
-    APP_PATH,
-    SYNC_TASK,
-    jobq_cmd,
-    log,
-    peer,
-    peer_label,
-    run_jobq,
-)
-from benchmarks._sql import reset, status_counts
+from benchmarks._drains import peer, peer_label, run_jobq
+from benchmarks.harness import APP_PATH, SYNC_TASK, jobq_cmd, log, reset, status_counts
 
 
 @dataclass

@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import FrameType
 
-from benchmarks._drains import log
+from benchmarks.harness import log
 
 PREFIX = "jobqbench"
 MAX_NAMESPACES = 16

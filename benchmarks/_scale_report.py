@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks.processes import spread
+from benchmarks.harness import spread
 
 Run = dict[str, Any]
 #: A fall of more than this share against the best of fewer processes counts as one.

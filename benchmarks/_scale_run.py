@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,10 +21,16 @@ import psycopg
 import sqlalchemy as sa
 
 from benchmarks._bouncer import Console, Server, wait_for
-from benchmarks._drains import APP_PATH
+from benchmarks._machine import Poller
 from benchmarks._netns import Namespace
-from benchmarks._sql import psycopg_conninfo
-from benchmarks.processes import ROOT, stop, tail, worker_env
+from benchmarks.harness import (
+    ROOT,
+    jobq_worker_cmd,
+    psycopg_conninfo,
+    stop,
+    tail,
+    worker_env,
+)
 
 APPLICATION = "jobqbench"  # application_name of the benchmark's own sessions
 
@@ -53,13 +57,12 @@ class Group:
 
     def argv(self) -> list[str]:
         """The command, run inside the namespace."""
-        return self.namespace.exec([
-            sys.executable, "-m", "jobq.cli", "worker", "--app", APP_PATH,
+        return self.namespace.exec(jobq_worker_cmd(
             "--log-level", "warning", "--processes", str(self.processes),
             *(["--concurrency", str(self.concurrency)] if self.concurrency else []),
             *(["--queues", self.queue] if self.queue else []),
             *(["--listen-url", self.listen_url] if self.listen_url else []),
-        ])  # fmt: skip
+        ))  # fmt: skip
 
 
 class Fleet:
@@ -242,40 +245,37 @@ class Peaks:
     samples: int = 0
 
 
-class Sampler:
+# The measured database's client sessions, ours left out: all, LISTENing, addresses.
+_SESSIONS = (
+    "SELECT count(*), count(*) FILTER (WHERE query ILIKE 'listen%%'),"
+    " count(DISTINCT client_addr) FROM pg_stat_activity"
+    " WHERE datname = %s AND backend_type = 'client backend'"
+    " AND application_name <> %s AND pid <> pg_backend_pid()"
+)
+
+
+class Sampler(Poller):
     """Every ``every`` s from a thread, while the block runs: the counts of ``Peaks``."""
 
     def __init__(self, server: Server, console: Console, every: float = 0.2) -> None:
-        self.server, self.console, self.every = server, console, every
+        super().__init__(every, join_timeout=30)
+        self.server, self.console = server, console
         self.peaks = Peaks()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._look, name="sampler", daemon=True)
 
     def __enter__(self) -> Peaks:
-        self._thread.start()
+        super().__enter__()
         return self.peaks
 
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-    def _look(self) -> None:
-        sql = (
-            "SELECT count(*), count(*) FILTER (WHERE query ILIKE 'listen%%'),"
-            " count(DISTINCT client_addr) FROM pg_stat_activity"
-            " WHERE datname = %s AND backend_type = 'client backend'"
-            " AND application_name <> %s AND pid <> pg_backend_pid()"
-        )
+    def look(self) -> None:
+        """The counts now, kept where they are the most so far."""
         p = self.peaks
-        while not self._stop.is_set():
-            row = self.server.conn.execute(sql, [self.server.database, APPLICATION]).fetchone()
-            sessions, listening, addresses = (int(x) for x in row or (0, 0, 0))
-            p.sessions, p.listening = max(p.sessions, sessions), max(p.listening, listening)
-            p.addresses = max(p.addresses, addresses)
-            p.bouncer_clients = max(p.bouncer_clients, len(self.console.clients()))
-            p.bouncer_servers = max(p.bouncer_servers, len(self.console.servers()))
-            p.samples += 1
-            self._stop.wait(self.every)
+        row = self.server.conn.execute(_SESSIONS, [self.server.database, APPLICATION]).fetchone()
+        sessions, listening, addresses = (int(x) for x in row or (0, 0, 0))
+        p.sessions, p.listening = max(p.sessions, sessions), max(p.listening, listening)
+        p.addresses = max(p.addresses, addresses)
+        p.bouncer_clients = max(p.bouncer_clients, len(self.console.clients()))
+        p.bouncer_servers = max(p.bouncer_servers, len(self.console.servers()))
+        p.samples += 1
 
 
 # --- what a run is, and what it found ---------------------------------------------------

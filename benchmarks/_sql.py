@@ -1,4 +1,4 @@
-"""Shared helpers for the benchmarks: capture the SQL a Store sends, talk to the raw drivers.
+"""Capture the SQL a Store sends, for the benchmarks that replay it with the raw drivers.
 
 The Store's statements are never written out by hand here. ``capture_statement`` runs a
 Store method with a ``before_cursor_execute`` listener on its engine, records the exact
@@ -9,33 +9,17 @@ or sqlite3 directly.
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy import event
 
 import jobq
 
-DEFAULT_MYSQL_URL = os.environ.get(
-    "JOBQ_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/test"
-)
-DEFAULT_POSTGRES_URL = os.environ.get(
-    "JOBQ_TEST_POSTGRES_URL", "postgresql+psycopg://root@127.0.0.1:5432/test"
-)
-TABLE = "jobq_tasks"
 # Store.enqueue_many sends at most this many rows per statement (jobq.core.store._BATCH).
 ENQUEUE_BATCH = 5000
-# What jobq's SQLite dialect runs on every new connection.
-SQLITE_PRAGMAS = (
-    "PRAGMA journal_mode=WAL",
-    "PRAGMA synchronous=NORMAL",
-    "PRAGMA busy_timeout=30000",
-)
 
 
 class _Stop(Exception):
@@ -127,139 +111,3 @@ def capture_statement(store: jobq.Store, action: Callable[[], Any]) -> Statement
     if len(seen) != 1:
         raise RuntimeError(f"expected to capture one statement, got {len(seen)}")
     return seen[0]
-
-
-def psycopg_conninfo(url: str | sa.URL) -> str:
-    """A libpq URI for the same database as a SQLAlchemy URL."""
-    u = sa.make_url(url).set(drivername="postgresql")
-    return u.render_as_string(hide_password=False)
-
-
-def in_schema(url: str, schema: str) -> str:
-    """``url`` with its search_path set to ``schema``, which is created if missing.
-
-    The benchmarks empty and refill the tasks table; a schema of their own keeps them
-    away from any jobq_tasks table already in the database.
-    """
-    if not schema:
-        return url
-    if not schema.isidentifier():
-        raise ValueError(f"not a plain schema name: {schema!r}")
-    engine = sa.create_engine(url)
-    try:
-        with engine.begin() as conn:
-            conn.exec_driver_sql(f"CREATE SCHEMA IF NOT EXISTS {schema}")
-    finally:
-        engine.dispose()
-    u = sa.make_url(url).update_query_dict({"options": f"-csearch_path={schema}"})
-    return u.render_as_string(hide_password=False)
-
-
-def mysql_database(url: str, name: str) -> str:
-    """The URL of database ``name`` on ``url``'s MySQL server, created empty now."""
-    engine = jobq.Store(url).engine
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
-        conn.exec_driver_sql(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
-    engine.dispose()
-    return engine.url.set(database=name).render_as_string(hide_password=False)
-
-
-def mysql_server(url: str) -> str:
-    """'MariaDB' or 'MySQL': which server ``url`` reaches."""
-    engine = jobq.Store(url).engine
-    with engine.connect() as conn:
-        name = "MariaDB" if conn.dialect.is_mariadb else "MySQL"
-    engine.dispose()
-    return name
-
-
-def drop_mysql_database(url: str, name: str) -> None:
-    engine = jobq.Store(url).engine
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
-    engine.dispose()
-
-
-def drop_schema(url: str, schema: str) -> None:
-    if not schema:
-        return
-    engine = sa.create_engine(url)
-    try:
-        with engine.begin() as conn:
-            conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-    finally:
-        engine.dispose()
-
-
-def connect_postgres(url: str | sa.URL, *, autocommit: bool = False) -> Any:
-    """A bare psycopg 3 connection; autocommit off is psycopg's (and SQLAlchemy's) default."""
-    import psycopg
-
-    return psycopg.connect(psycopg_conninfo(url), autocommit=autocommit)
-
-
-def connect_sqlite(path: str) -> sqlite3.Connection:
-    """A bare sqlite3 connection set up as jobq's SQLite dialect sets up its own."""
-    conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
-    for pragma in SQLITE_PRAGMAS:
-        conn.execute(pragma)
-    return conn
-
-
-def sqlite_url(path: str) -> str:
-    return f"sqlite:///{os.path.abspath(path)}"
-
-
-def reset(store: jobq.Store) -> None:
-    """Empty the tasks table: TRUNCATE on PostgreSQL and MySQL; DELETE and a WAL checkpoint
-    on SQLite.
-
-    The schedules that reference task rows go too (CASCADE; on MySQL, their table first).
-    """
-    if store.engine.dialect.name == "postgresql":
-        with store.engine.begin() as conn:
-            conn.exec_driver_sql(f"TRUNCATE {TABLE} CASCADE")
-        return
-    if store.engine.dialect.name in ("mysql", "mariadb"):
-        with store.engine.begin() as conn:
-            conn.exec_driver_sql("DELETE FROM jobq_schedules")
-            conn.exec_driver_sql("SET foreign_key_checks = 0")  # TRUNCATE refuses otherwise
-            conn.exec_driver_sql(f"TRUNCATE {TABLE}")
-            conn.exec_driver_sql("SET foreign_key_checks = 1")
-        return
-    conn = connect_sqlite(store.engine.url.database)
-    try:
-        conn.execute(f"DELETE FROM {TABLE}")
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        conn.close()
-
-
-def analyze(store: jobq.Store) -> None:
-    mysql = store.engine.dialect.name in ("mysql", "mariadb")
-    with store.engine.begin() as conn:
-        conn.exec_driver_sql(f"ANALYZE TABLE {TABLE}" if mysql else f"ANALYZE {TABLE}")
-
-
-def status_counts(store: jobq.Store) -> dict[str, int]:
-    with store.engine.connect() as conn:
-        rows = conn.exec_driver_sql(f"SELECT status, count(*) FROM {TABLE} GROUP BY status")
-        return {status: n for status, n in rows}
-
-
-def git_state() -> str:
-    """The checkout's commit, and whether jobq/ differs from it (the code measured)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-    def git(*args: str) -> str:
-        try:
-            return subprocess.run(
-                ["git", "-C", root, *args], capture_output=True, text=True, check=True
-            ).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            return ""
-
-    commit = git("rev-parse", "--short", "HEAD") or "unknown commit"
-    dirty = git("status", "--porcelain", "--", "jobq", "alembic")
-    return f"commit {commit}" + (" with uncommitted changes in jobq/" if dirty else "")

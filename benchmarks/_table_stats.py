@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from benchmarks._sql import connect_postgres
+from benchmarks.harness import connect_postgres
 
 MB = 1024 * 1024
 

@@ -49,17 +49,16 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 import sqlalchemy as sa
 
 import jobq
-from benchmarks._sql import (
+from benchmarks._sql import ENQUEUE_BATCH, Statement, capture_statement
+from benchmarks.harness import (
     DEFAULT_POSTGRES_URL,
-    ENQUEUE_BATCH,
-    Statement,
     analyze,
-    capture_statement,
     connect_postgres,
     connect_sqlite,
     drop_schema,
     git_state,
     in_schema,
+    log,
     reset,
     sqlite_url,
     status_counts,
@@ -74,10 +73,6 @@ TARGET_TEXT = "Store costs at most 25% more than bare SQL"
 PROBE_ARGS = {"probe": "jobq-bench-probe-4f1c"}
 PROBE_ID = 987_654_321_987
 PROBE_ATTEMPT = 7_654_321
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 # --- the bare side ------------------------------------------------------------------

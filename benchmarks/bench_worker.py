@@ -62,14 +62,10 @@ import sqlalchemy as sa
 
 from benchmarks._bare_loop import bare_drain
 from benchmarks._drains import (
-    ASYNC_TASK,
-    PEERS_PYTHON,
-    SYNC_TASK,
     Drain,
     Latency,
     jobq_drain,
     jobq_latency,
-    log,
     peer_drain,
     pgqueuer_latency,
 )
@@ -79,13 +75,17 @@ from benchmarks._enqueue_bench import (
     pgqueuer_enqueue,
     store_enqueue,
 )
-from benchmarks._sql import (
+from benchmarks.harness import (
+    ASYNC_TASK,
     DEFAULT_MYSQL_URL,
     DEFAULT_POSTGRES_URL,
+    PEERS_PYTHON,
+    SYNC_TASK,
     drop_mysql_database,
     drop_schema,
     git_state,
     in_schema,
+    log,
     mysql_database,
     mysql_server,
     psycopg_conninfo,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -26,7 +25,11 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import jobq
-from benchmarks._sql import DEFAULT_POSTGRES_URL, drop_schema, in_schema
+from benchmarks.harness import (
+    DEFAULT_POSTGRES_URL,
+    markdown_table,
+    own_database,
+)
 
 CHOICES = {"all queues": None, "one queue": ["default"], "two queues": ["default", "other"]}
 
@@ -64,27 +67,18 @@ def main() -> None:
     parser.add_argument("--only", choices=["sqlite", "postgresql"])
     args = parser.parse_args()
     rows = []
-    if args.only in (None, "sqlite"):
-        with tempfile.TemporaryDirectory() as tmp:
-            store = jobq.Store(f"sqlite:///{tmp}/backlog.db")
-            store.migrate()
-            rows.append(("SQLite", measure(store, args.backlog, args.calls, args.lock_keys)))
-            store.dispose()
-    if args.only in (None, "postgresql"):
-        url = in_schema(args.postgres_url, args.pg_schema)
-        try:
+    for kind, name in (("sqlite", "SQLite"), ("postgresql", "PostgreSQL")):
+        if args.only not in (None, kind):
+            continue
+        with own_database(kind, args.postgres_url, args.pg_schema, "backlog.db") as url:
             store = jobq.Store(url)
             store.migrate()
-            rows.append(("PostgreSQL", measure(store, args.backlog, args.calls, args.lock_keys)))
+            rows.append((name, measure(store, args.backlog, args.calls, args.lock_keys)))
             store.dispose()
-        finally:
-            drop_schema(args.postgres_url, args.pg_schema)
     keyed = f", held back by {args.lock_keys} running lock keys" if args.lock_keys else ""
     print(f"capture(100) median ms, backlog of {args.backlog:,} queued tasks in 'default'{keyed}")
-    print("| database | " + " | ".join(CHOICES) + " |")
-    print("|---|" + "---:|" * len(CHOICES))
-    for name, medians in rows:
-        print(f"| {name} | " + " | ".join(f"{medians[c]:.2f}" for c in CHOICES) + " |")
+    cells = [(name, *(f"{medians[c]:.2f}" for c in CHOICES)) for name, medians in rows]
+    print(markdown_table(("database", *CHOICES), "l" + "r" * len(CHOICES), cells))
 
 
 if __name__ == "__main__":

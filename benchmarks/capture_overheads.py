@@ -39,8 +39,18 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import jobq
-from benchmarks._drains import SYNC_TASK, jobq_drain, log
-from benchmarks._sql import DEFAULT_POSTGRES_URL, drop_schema, git_state, in_schema, sqlite_url
+from benchmarks._drains import jobq_drain
+from benchmarks.harness import (
+    DEFAULT_POSTGRES_URL,
+    SYNC_TASK,
+    analyze,
+    drop_schema,
+    git_state,
+    in_schema,
+    log,
+    reset,
+    sqlite_url,
+)
 
 SCHEMA = "bench_capture_overheads"
 PAUSED = "elsewhere"
@@ -81,7 +91,6 @@ def drain_rate(url: str, database: str, name: str, n: int, conc: int) -> float:
 def drain_in_process(url: str, name: str, n: int, conc: int) -> float:
     """One drain in setting ``name`` by a Worker in this process; jobs a second."""
     from benchmarks import noop_app
-    from benchmarks._sql import analyze, reset
     from jobq.observe.metrics import WorkerMetrics
     from jobq.worker import Worker
 

@@ -18,7 +18,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from datetime import timedelta
@@ -30,10 +29,14 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 import sqlalchemy as sa
 
 import jobq
-from benchmarks._sql import DEFAULT_POSTGRES_URL, drop_schema, in_schema, sqlite_url
+from benchmarks.harness import (
+    DEFAULT_POSTGRES_URL,
+    ROOT,
+    jobq_worker_cmd,
+    own_database,
+    worker_env,
+)
 from jobq.db.tasks import as_utc
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def measure(url: str, seconds: float, workers: int, poll_interval: float) -> dict[str, object]:
@@ -42,13 +45,11 @@ def measure(url: str, seconds: float, workers: int, poll_interval: float) -> dic
     os.environ["JOBQ_DATABASE_URL"] = url
     from tests.apps import cron as cron_app
 
-    cron_app._engine = None
-    cron_app.create_runs_table()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "JOBQ_TEST_CRON": "ticks"}
-    command = [
-        sys.executable, "-m", "jobq.cli", "worker", "--app", "tests.apps.cron:app",
-        "--poll-interval", str(poll_interval), "--log-level", "warning",
-    ]  # fmt: skip
+    cron_app.LOG.create()  # its engines are per URL: each database gets its own
+    env = worker_env(url, JOBQ_TEST_CRON="ticks")
+    command = jobq_worker_cmd(
+        "--poll-interval", str(poll_interval), "--log-level", "warning", app="tests.apps.cron:app"
+    )
     processes = [
         subprocess.Popen(command, env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True)
         for _ in range(workers)
@@ -66,7 +67,7 @@ def measure(url: str, seconds: float, workers: int, poll_interval: float) -> dic
                 raise SystemExit(f"a worker failed:\n{stderr}")
     with cron_app.runs_engine().connect() as conn:
         rows = conn.execute(sa.select(cron_app.RUNS.c.tick, cron_app.RUNS.c.started)).all()
-    cron_app.runs_engine().dispose()
+    cron_app.LOG.dispose()
     store.dispose()
     ticks = sorted(as_utc(tick) for tick, _ in rows)  # type: ignore[type-var]
     lags = sorted(started - as_utc(tick).timestamp() for tick, started in rows)  # type: ignore[union-attr]
@@ -91,17 +92,11 @@ def main() -> None:
     parser.add_argument("--only", choices=["sqlite", "postgresql"])
     args = parser.parse_args()
     results = {}
-    if args.only in (None, "sqlite"):
-        with tempfile.TemporaryDirectory() as directory:
-            url = sqlite_url(str(Path(directory) / "cron.db"))
-            results["SQLite"] = measure(url, args.seconds, args.workers, args.poll_interval)
-    if args.only in (None, "postgresql"):
-        schema = f"jobq_cron_{os.getpid()}"
-        url = in_schema(args.postgres_url, schema)
-        try:
-            results["PostgreSQL"] = measure(url, args.seconds, args.workers, args.poll_interval)
-        finally:
-            drop_schema(args.postgres_url, schema)
+    schema = f"jobq_cron_{os.getpid()}"
+    for kind, name in (("sqlite", "SQLite"), ("postgresql", "PostgreSQL")):
+        if args.only in (None, kind):
+            with own_database(kind, args.postgres_url, schema, "cron.db") as url:
+                results[name] = measure(url, args.seconds, args.workers, args.poll_interval)
     print(
         f"{args.workers} workers, --poll-interval {args.poll_interval}, "
         f"a per-second schedule for {args.seconds:g} s"

@@ -30,7 +30,6 @@ The server: ``$JOBQ_BENCH_POSTGRES_URL``, else postgresql+psycopg://root@127.0.0
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import threading
@@ -48,8 +47,13 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 import jobq
-from benchmarks._sql import TABLE, drop_schema, in_schema
-from benchmarks.exporter_counts import CHUNK, log
+from benchmarks.exporter_counts import CHUNK, loaded
+from benchmarks.harness import (
+    BENCH_POSTGRES_URL,
+    TABLE,
+    log,
+    markdown_table,
+)
 from jobq import Cron, Mutex, Schedule
 from jobq.observe.counting import FINISHED_PART
 from jobq.web import create_app
@@ -58,9 +62,6 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Starlette's note about httpx2
     from starlette.testclient import TestClient
 
-DEFAULT_URL = os.environ.get(
-    "JOBQ_BENCH_POSTGRES_URL", "postgresql+psycopg://root@127.0.0.1:5432/test"
-)
 #: Seconds the finished rows' finished_at spread over: a week.
 SPAN = 7 * 24 * 3600
 TARGET_MS = 100.0
@@ -194,7 +195,7 @@ def measure(store: jobq.Store, repeat: int) -> list[tuple[str, list[float], tupl
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--postgres-url", default=DEFAULT_URL)
+    parser.add_argument("--postgres-url", default=BENCH_POSTGRES_URL)
     parser.add_argument("--pg-schema", default="jobq_dashboard_bench")
     parser.add_argument("--finished", type=int, default=10_000_000)
     parser.add_argument("--waiting", type=int, default=100_000)
@@ -202,36 +203,23 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--keep", action="store_true", help="Leave the schema and its rows.")
     args = parser.parse_args()
-    url = in_schema(args.postgres_url, args.pg_schema)
-    store = jobq.Store(url)
-    try:
-        store.migrate()
-        with store.engine.connect() as conn:
-            present = conn.exec_driver_sql(f"SELECT count(*) FROM {TABLE}").scalar()
-        if present:
-            log(f"{present:,} rows already in {args.pg_schema}.{TABLE}: measuring those")
-        else:
-            log(f"loading {args.finished:,} finished and {args.waiting:,} waiting rows")
-            log(f"loaded in {fill(store, args.finished, args.waiting, args.queues):.0f} s")
+    with loaded(args, fill) as store:
         with store.engine.connect() as conn:
             hour = conn.exec_driver_sql(
                 f"SELECT count(*) FROM {TABLE} WHERE finished_at >= now() - interval '1 hour'"
             ).scalar()
         log(f"{hour:,} rows finished in the last hour")
         results = measure(store, args.repeat)
-    finally:
-        store.dispose()
-        if not args.keep:
-            drop_schema(args.postgres_url, args.pg_schema)
     print(f"\n{args.finished:,} finished + {args.waiting:,} waiting rows, {args.repeat} runs each")
-    print(f"\n| page | median | max | under {TARGET_MS:.0f} ms | slowest statement |")
-    print("|---|---:|---:|:---:|---|")
+    rows = []
     for path, times, (seconds, sql) in results:
         median, worst = statistics.median(times) * 1000, max(times) * 1000
         ok = "yes" if median <= TARGET_MS else "**no**"
         head = " ".join(sql.split())[:60].replace("|", "\\|")
         statement = f"{seconds * 1000:.1f} ms `{head}…`"
-        print(f"| `{path}` | {median:.1f} ms | {worst:.1f} ms | {ok} | {statement} |")
+        rows.append((f"`{path}`", f"{median:.1f} ms", f"{worst:.1f} ms", ok, statement))
+    header = ("page", "median", "max", f"under {TARGET_MS:.0f} ms", "slowest statement")
+    print("\n" + markdown_table(header, "lrrcl", rows))
 
 
 if __name__ == "__main__":

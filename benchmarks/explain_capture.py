@@ -34,15 +34,15 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import jobq
-from benchmarks._sql import (
+from benchmarks._sql import Statement, capture_statement
+from benchmarks.harness import (
     DEFAULT_POSTGRES_URL,
     TABLE,
-    Statement,
-    capture_statement,
     connect_postgres,
     connect_sqlite,
     drop_schema,
     in_schema,
+    log,
     reset,
     sqlite_url,
     status_counts,
@@ -52,10 +52,6 @@ INDEX = "jobq_tasks_capture"
 WORKER = "explain-worker"
 # Rows per enqueue_many call while filling, to bound memory.
 FILL_CHUNK = 100_000
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def fill(store: jobq.Store, finished: int, queued: int) -> None:

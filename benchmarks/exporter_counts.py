@@ -25,13 +25,13 @@ The server: ``$JOBQ_BENCH_POSTGRES_URL``, else postgresql+psycopg://root@127.0.0
 from __future__ import annotations
 
 import argparse
-import os
 import socket
 import statistics
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +41,12 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 import sqlalchemy as sa
 
 import jobq
-from benchmarks._sql import TABLE, drop_schema, in_schema
+from benchmarks.harness import BENCH_POSTGRES_URL, TABLE, drop_schema, in_schema, log
 from jobq.observe.counting import TaskCounts
 from jobq.observe.exporter import DatabaseExporter
 
-DEFAULT_URL = os.environ.get(
-    "JOBQ_BENCH_POSTGRES_URL", "postgresql+psycopg://root@127.0.0.1:5432/test"
-)
+#: Loads the rows of a benchmark: (store, finished, waiting, queues) -> seconds taken.
+Filler = Callable[[jobq.Store, int, int, int], float]
 #: Rows per INSERT ... SELECT: each its own transaction, so WAL and locks stay small.
 CHUNK = 1_000_000
 
@@ -74,8 +73,26 @@ FROM generate_series(1, :rows) AS g
 """
 
 
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+@contextmanager
+def loaded(args: argparse.Namespace, fill: Filler) -> Iterator[jobq.Store]:
+    """A migrated Store on schema ``args.pg_schema`` of ``args.postgres_url`` holding the
+    rows ``fill`` loads, or those already there; the schema is dropped at the end unless
+    ``args.keep``."""
+    store = jobq.Store(in_schema(args.postgres_url, args.pg_schema))
+    try:
+        store.migrate()
+        with store.engine.connect() as conn:
+            present = conn.exec_driver_sql(f"SELECT count(*) FROM {TABLE}").scalar()
+        if present:
+            log(f"{present:,} rows already in {args.pg_schema}.{TABLE}: measuring those")
+        else:
+            log(f"loading {args.finished:,} finished and {args.waiting:,} waiting rows")
+            log(f"loaded in {fill(store, args.finished, args.waiting, args.queues):.0f} s")
+        yield store
+    finally:
+        store.dispose()
+        if not args.keep:
+            drop_schema(args.postgres_url, args.pg_schema)
 
 
 def fill(store: jobq.Store, finished: int, waiting: int, queues: int) -> float:
@@ -149,7 +166,7 @@ def measure(store: jobq.Store, args: argparse.Namespace) -> list[tuple[str, list
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--postgres-url", default=DEFAULT_URL)
+    parser.add_argument("--postgres-url", default=BENCH_POSTGRES_URL)
     parser.add_argument("--pg-schema", default="jobq_exporter_bench")
     parser.add_argument("--finished", type=int, default=10_000_000)
     parser.add_argument("--waiting", type=int, default=100_000)
@@ -158,26 +175,12 @@ def main() -> None:
     parser.add_argument("--finished-repeat", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="Leave the schema and its rows.")
     args = parser.parse_args()
-    url = in_schema(args.postgres_url, args.pg_schema)
-    store = jobq.Store(url)
-    try:
-        store.migrate()
-        with store.engine.connect() as conn:
-            present = conn.exec_driver_sql(f"SELECT count(*) FROM {TABLE}").scalar()
-        if present:
-            log(f"{present:,} rows already in {args.pg_schema}.{TABLE}: measuring those")
-        else:
-            log(f"loading {args.finished:,} finished and {args.waiting:,} waiting rows")
-            log(f"loaded in {fill(store, args.finished, args.waiting, args.queues):.0f} s")
+    with loaded(args, fill) as store:
         with store.engine.connect() as conn:
             size = conn.exec_driver_sql(
                 f"SELECT pg_size_pretty(pg_total_relation_size('{TABLE}'))"
             ).scalar()
         results = measure(store, args)
-    finally:
-        store.dispose()
-        if not args.keep:
-            drop_schema(args.postgres_url, args.pg_schema)
     print(f"\n{args.finished:,} finished + {args.waiting:,} waiting rows ({size} with indexes)")
     print(f"{'':30} {'median':>10} {'min':>10} {'runs':>5}")
     for label, times in results:

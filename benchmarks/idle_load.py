@@ -90,11 +90,12 @@ from benchmarks._bouncer import (
     pgbouncer_version,
     wait_for,
 )
-from benchmarks._drains import log
-from benchmarks._sql import DEFAULT_POSTGRES_URL, psycopg_conninfo
-from benchmarks.processes import (
-    load,
-    others_busy,
+from benchmarks._machine import load, others_busy
+from benchmarks.harness import (
+    DEFAULT_POSTGRES_URL,
+    jobq_worker_cmd,
+    log,
+    psycopg_conninfo,
     run_commands,
     spread,
     stop,
@@ -103,7 +104,6 @@ from benchmarks.processes import (
 )
 from tests import pgbouncer_server
 
-APP_PATH = "benchmarks.noop_app:app"
 #: The targets of the work this is the baseline of, a worker.
 TARGET_TRANSACTIONS = 1.0  # under this many transactions per second
 TARGET_SESSIONS = 2.0  # at most this many server connections
@@ -216,14 +216,13 @@ class Bench:
     def command(self, config: Config) -> list[str]:
         """The argv of one ``jobq worker`` of ``config`` (the URL goes in the environment)."""
         args = self.args
-        return [
-            sys.executable, "-m", "jobq.cli", "worker", "--app", APP_PATH,
+        return jobq_worker_cmd(
             "--log-level", args.log_level,
             *(["--concurrency", str(args.concurrency)] if args.concurrency else []),
             *(["--poll-interval", str(args.poll_interval)] if args.poll_interval else []),
             *(["--listen-url", self.bouncer.direct_url] if config.listen_url else []),
             *args.worker_arg,
-        ]  # fmt: skip
+        )  # fmt: skip
 
     def commands(self, config: Config) -> list[list[str]]:
         """The argv of each command to start: N workers, or one --processes N group."""

@@ -27,10 +27,17 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import jobq
-from benchmarks._sql import DEFAULT_POSTGRES_URL, drop_schema, in_schema, sqlite_url
+from benchmarks.harness import (
+    DEFAULT_POSTGRES_URL,
+    ROOT,
+    drop_schema,
+    in_schema,
+    jobq_worker_cmd,
+    sqlite_url,
+    worker_env,
+)
 from tests import tigerbeetle_server
 
-ROOT = Path(__file__).resolve().parent.parent
 QUEUE = "limited"
 
 
@@ -41,14 +48,13 @@ def drain(url: str, args: argparse.Namespace, limiter: str | None, address: str 
     store.enqueue_many("bench.sleep", [{"ms": args.sleep_ms}] * args.tasks, queue=QUEUE)
     if limiter is not None:
         store.set_limit(QUEUE, concurrency=args.limit)
-    command = [
-        sys.executable, "-m", "jobq.cli", "worker", "--app", "benchmarks.noop_app:app",
+    command = jobq_worker_cmd(
         "--queues", QUEUE, "--burst", "--concurrency", str(args.concurrency),
         "--poll-interval", "0.05", "--log-level", "warning",
-    ]  # fmt: skip
+    )  # fmt: skip
     if limiter == "tigerbeetle":
         command += ["--limiter", "tigerbeetle", "--tigerbeetle-addresses", str(address)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "JOBQ_DATABASE_URL": url}
+    env = worker_env(url)
     started = time.perf_counter()
     workers = [subprocess.Popen(command, env=env, cwd=ROOT) for _ in range(args.workers)]
     for worker in workers:

@@ -20,21 +20,26 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import sys
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 if __package__ in (None, ""):  # run as a script: make the checkout importable
-    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import sqlalchemy as sa  # noqa: E402
+import sqlalchemy as sa
 
-import jobq  # noqa: E402
-from jobq.db.tasks import Completion  # noqa: E402
+import jobq
+from benchmarks.harness import (
+    DEFAULT_MYSQL_URL,
+    drop_mysql_database,
+    log,
+    markdown_table,
+    mysql_database,
+)
+from jobq.db.tasks import Completion
 
 DRIVERS = {"PyMySQL": ("pymysql", "pymysql"), "mysqlclient": ("mysqldb", "MySQLdb")}
 
@@ -74,21 +79,15 @@ def run(url: str, tasks: int) -> dict[str, tuple[float, float]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--mysql-url",
-        default=os.environ.get("JOBQ_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/test"),
-    )
+    parser.add_argument("--mysql-url", default=DEFAULT_MYSQL_URL)
     parser.add_argument("--tasks", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=3)
     options = parser.parse_args()
 
-    base = sa.make_url(options.mysql_url)
-    admin = jobq.Store(base).engine
     database = f"jobq_bench_{uuid.uuid4().hex[:8]}"
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE DATABASE {database} CHARACTER SET utf8mb4")
+    base = sa.make_url(mysql_database(options.mysql_url, database))
     installed = {
-        name: base.set(drivername=f"mysql+{driver}", database=database)
+        name: base.set(drivername=f"mysql+{driver}")
         for name, (driver, module) in DRIVERS.items()
         if importlib.util.find_spec(module) is not None
     }
@@ -97,31 +96,35 @@ def main() -> None:
         for round_ in range(options.repeat):
             order = list(installed) if round_ % 2 == 0 else list(reversed(installed))
             for name in order:
-                print(f"round {round_ + 1}: {name}", file=sys.stderr)
+                log(f"round {round_ + 1}: {name}")
                 for operation, seconds in run(installed[name], options.tasks).items():
                     if operation not in best[name] or seconds[0] < best[name][operation][0]:
                         best[name][operation] = seconds
     finally:
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f"DROP DATABASE {database}")
-        admin.dispose()
+        drop_mysql_database(options.mysql_url, database)
 
+    admin = jobq.Store(options.mysql_url).engine
     with admin.connect() as conn:
         version = conn.exec_driver_sql("SELECT VERSION()").scalar()
+    admin.dispose()
     print(f"{version}, {options.tasks} tasks, best of {options.repeat}\n")
-    print(
-        "| driver | enqueue (one at a time) | enqueue_many | drain (capture 100 + set_statuses) |"
-    )
-    print("|---|---:|---:|---:|")
+    rows: list[tuple[str, ...]] = []
     for name in DRIVERS:
         if name not in best:
-            print(f"| {name} | not installed | | |")
+            rows.append((name, "not installed", "", ""))
             continue
         cells = [
             f"{options.tasks / wall:,.0f}/s (CPU {cpu:.2f} s)"
             for wall, cpu in (best[name][op] for op in ("enqueue", "enqueue_many", "drain"))
         ]
-        print(f"| {name} | " + " | ".join(cells) + " |")
+        rows.append((name, *cells))
+    header = (
+        "driver",
+        "enqueue (one at a time)",
+        "enqueue_many",
+        "drain (capture 100 + set_statuses)",
+    )
+    print(markdown_table(header, "lrrr", rows))
 
 
 if __name__ == "__main__":

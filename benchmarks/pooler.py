@@ -51,7 +51,6 @@ import platform
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -64,24 +63,19 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 import sqlalchemy as sa
 
 from benchmarks._bouncer import Console, Server, code_state, pgbouncer_version
-from benchmarks._drains import SYNC_TASK, log
-from benchmarks._sql import DEFAULT_POSTGRES_URL
-from benchmarks.processes import (
+from benchmarks._drain_rows import DrainRates, Rows, check_rows, fill
+from benchmarks._machine import Poller, load, quiet_moment
+from benchmarks.harness import (
+    DEFAULT_POSTGRES_URL,
+    SYNC_TASK,
     Database,
-    DrainRates,
-    Rows,
-    check_rows,
-    fill,
-    load,
-    quiet_moment,
+    jobq_worker_cmd,
+    log,
     run_commands,
     spread,
     worker_env,
 )
 from tests import pgbouncer_server
-
-APP_PATH = "benchmarks.noop_app:app"
-
 
 # --- configurations --------------------------------------------------------------------
 
@@ -136,42 +130,31 @@ class Config:
         self, bouncer: pgbouncer_server.Bouncer, concurrency: int, extra: Sequence[str]
     ) -> list[list[str]]:
         """The argv of each worker command (the URL goes in the environment)."""
-        command = [
-            sys.executable, "-m", "jobq.cli", "worker", "--app", APP_PATH, "--burst",
-            "--concurrency", str(concurrency), *extra,
+        command = jobq_worker_cmd(
+            "--burst", "--concurrency", str(concurrency), *extra,
             *(["--listen-url", bouncer.direct_url] if self.variant.listen_url else []),
-        ]  # fmt: skip
+        )  # fmt: skip
         return [command for _ in range(self.workers)]
 
 
 # --- one drain -------------------------------------------------------------------------
 
 
-class Sampler:
+class Sampler(Poller):
     """Every ``every`` s during a drain, from a thread: the database's sessions (from the
     server's own database) and PgBouncer's waiting clients; the most of each seen."""
 
     def __init__(self, server: Server, console: Console, every: float = 0.1) -> None:
-        self.server, self.console, self.every = server, console, every
+        super().__init__(every)
+        self.server, self.console = server, console
         self.sessions = 0  # the most sessions of the database at once
         self.waiting = 0  # the most clients PgBouncer kept waiting at once
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._look, name="sampler", daemon=True)
 
-    def __enter__(self) -> Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _look(self) -> None:
-        while not self._stop.is_set():
-            self.sessions = max(self.sessions, len(self.server.backends()))
-            pool = self.console.pool()
-            self.waiting = max(self.waiting, pool.get("cl_waiting", 0))
-            self._stop.wait(self.every)
+    def look(self) -> None:
+        """The sessions and waiting clients now, kept if the most so far."""
+        self.sessions = max(self.sessions, len(self.server.backends()))
+        pool = self.console.pool()
+        self.waiting = max(self.waiting, pool.get("cl_waiting", 0))
 
 
 @dataclass

@@ -48,166 +48,46 @@ MySQL server (a database of the same name is created there and dropped), or ``sq
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import platform
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import sqlalchemy as sa
 
-import jobq
-from benchmarks._drains import log
-from benchmarks._sql import (
+from benchmarks._drain_rows import DrainRates, Rows, check_rows, fill
+from benchmarks._machine import Poller, load, quiet_moment
+from benchmarks.harness import (
     DEFAULT_POSTGRES_URL,
-    analyze,
-    drop_mysql_database,
-    drop_schema,
+    Database,
+    csv_ints,
+    database,
     git_state,
-    in_schema,
-    mysql_database,
+    log,
     reset,
-    sqlite_url,
-    status_counts,
+    run_commands,
+    spread,
+    worker_env,
 )
 from benchmarks.processes_app import calibrate
 
-ROOT = Path(__file__).resolve().parent.parent
 APP_PATH = "benchmarks.processes_app:app"
 NOOP_TASK = "bench.proc.noop"  # benchmarks/processes_app.py
 CPU_TASK = "bench.proc.cpu"
 # The PostgreSQL schema / MariaDB database of the run, named by our pid.
 NAME = f"bench_processes_{os.getpid()}"
 SECTIONS = ("drain", "cpu", "pool")
-# Tasks per enqueue_many call when filling the table (untimed).
-FILL_BATCH = 10_000
-STDERR_TAIL = 60
-
-
-# --- small helpers ---------------------------------------------------------------------
-
-
-def utc(value: Any) -> datetime:
-    """A time as the drivers return it (aware, naive UTC, or SQLite's text), in UTC."""
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    if value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
-
-
-def spread(values: Sequence[float], fmt: str = "{:.2f}") -> str:
-    """'median (min-max)' of ``values``; the one value alone if there is one."""
-    if not values:
-        return "-"
-    median = fmt.format(statistics.median(values))
-    if len(values) == 1:
-        return median
-    return f"{median} ({fmt.format(min(values))}-{fmt.format(max(values))})"
-
-
-def load() -> str:
-    """The 1, 5 and 15 minute load averages."""
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def cpu_ticks() -> tuple[int, int] | None:
-    """The machine's busy and total CPU time so far, in clock ticks (Linux's /proc/stat)."""
-    try:
-        with open("/proc/stat") as stat:
-            ticks = [int(x) for x in stat.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)  # less idle and iowait
-
-
-def others_busy(window: float = 0.5) -> float | None:
-    """The share of all cores busy over ``window`` s while the benchmark runs nothing:
-    other people's work (None where /proc/stat is missing)."""
-    before = cpu_ticks()
-    time.sleep(window)  # a measuring window, not a wait for something
-    after = cpu_ticks()
-    if before is None or after is None or after[1] == before[1]:
-        return None
-    return (after[0] - before[0]) / (after[1] - before[1])
-
-
-def quiet_moment(below: float | None, patience: float = 120.0) -> float | None:
-    """Others' CPU share now; with ``below`` (a share), first look again until it is under
-    that, for up to ``patience`` s (then go on anyway, saying so)."""
-    busy = others_busy()
-    if below is None or busy is None:
-        return busy
-    deadline = time.monotonic() + patience
-    while busy is not None and busy >= below and time.monotonic() < deadline:
-        log(f"    others keep {busy:.0%} of the CPU busy: waiting for under {below:.0%}")
-        busy = others_busy(2.0)
-    if busy is not None and busy >= below:
-        log(f"    still {busy:.0%} busy after {patience:g} s: running anyway")
-    return busy
 
 
 # --- the database ----------------------------------------------------------------------
-
-
-@dataclass
-class Database:
-    """Where the runs' tasks live: a URL, a label, and a Store the benchmark checks with."""
-
-    url: str
-    label: str
-    store: jobq.Store = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.store = jobq.Store(self.url)
-        self.store.migrate()
-
-    @property
-    def kind(self) -> str:
-        """SQLAlchemy's dialect name: postgresql, mysql, mariadb or sqlite."""
-        return self.store.engine.dialect.name
-
-
-@contextmanager
-def database(url: str, tmp: str) -> Iterator[Database]:
-    """A schema (PostgreSQL), database (MariaDB / MySQL) or file (SQLite) of the run's own,
-    migrated; dropped afterwards."""
-    if url.startswith("sqlite:"):
-        raise SystemExit("--database-url: give 'sqlite' (the run makes a temporary file)")
-    backend = "sqlite" if url == "sqlite" else sa.make_url(url).get_backend_name()
-    if backend not in ("sqlite", "postgresql", "mysql", "mariadb"):
-        raise SystemExit(f"--database-url: not PostgreSQL, MariaDB/MySQL nor SQLite: {backend}")
-    db = None
-    try:
-        if backend == "sqlite":
-            db = Database(sqlite_url(os.path.join(tmp, f"{NAME}.db")), "SQLite")
-        elif backend == "postgresql":
-            drop_schema(url, NAME)
-            db = Database(in_schema(url, NAME), "PostgreSQL")
-        else:
-            db = Database(mysql_database(url, NAME), "MariaDB/MySQL")
-        yield db
-    finally:
-        if db is not None:
-            db.store.dispose()
-        if backend == "postgresql":
-            drop_schema(url, NAME)
-        elif backend != "sqlite":
-            drop_mysql_database(url, NAME)
 
 
 def server_version(db: Database) -> str:
@@ -220,69 +100,21 @@ def server_version(db: Database) -> str:
     return f"{db.label} {version.split()[0]}"
 
 
-def fill(db: Database, task: str, args: Sequence[dict[str, Any]]) -> None:
-    """Empty the tasks table, enqueue one run of ``task`` per ``args`` item, ANALYZE."""
-    reset(db.store)
-    for start in range(0, len(args), FILL_BATCH):
-        db.store.enqueue_many(task, list(args[start : start + FILL_BATCH]))
-    analyze(db.store)
-
-
-@dataclass
-class Rows:
-    """What the rows say after a drain."""
-
-    span: float  # first capture to last end, seconds (database clock)
-    ends: float  # first end to last end: the span less the start of the first runs
-    task_seconds: list[float]  # capture to end of each task (cpu section only)
-
-
-def check_rows(db: Database, n: int, what: str, *, durations: bool = False) -> Rows:
-    """Raise unless all ``n`` tasks are done at attempt 1; what the rows say."""
-    counts = status_counts(db.store)
-    if counts != {"done": n}:
-        raise RuntimeError(f"{what}: after the drain the table holds {counts}, not {n} done")
-    with db.store.engine.connect() as conn:
-        again = conn.exec_driver_sql("SELECT count(*) FROM jobq_tasks WHERE attempt <> 1").scalar()
-        if again:
-            raise RuntimeError(f"{what}: {again} of {n} tasks ran more than once (attempt > 1)")
-        first, first_end, last = conn.exec_driver_sql(
-            "SELECT min(started_at), min(finished_at), max(finished_at) FROM jobq_tasks"
-        ).one()
-        times: list[float] = []
-        if durations:
-            rows = conn.exec_driver_sql("SELECT started_at, finished_at FROM jobq_tasks").all()
-            times = [(utc(end) - utc(start)).total_seconds() for start, end in rows]
-    last_end = utc(last)
-    span, ends = last_end - utc(first), last_end - utc(first_end)
-    return Rows(span.total_seconds(), ends.total_seconds(), times)
-
-
-class Registrations:
+class Registrations(Poller):
     """Which workers registered (jobq_workers) while a drain ran, looked at every
     ``every`` s from a thread: a done task's row no longer names its worker."""
 
     def __init__(self, db: Database, every: float = 0.05) -> None:
-        self.db, self.every = db, every
+        super().__init__(every)
+        self.db = db
         #: worker_id -> its supervisor's pid (None: not supervised).
         self.seen: dict[str, int | None] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._look, name="registrations", daemon=True)
 
-    def __enter__(self) -> Registrations:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _look(self) -> None:
-        while not self._stop.is_set():
-            with self.db.store.engine.connect() as conn:
-                rows = conn.exec_driver_sql("SELECT worker_id, supervisor_pid FROM jobq_workers")
-                self.seen.update({worker_id: pid for worker_id, pid in rows})
-            self._stop.wait(self.every)
+    def look(self) -> None:
+        """The workers registered now, with their supervisors."""
+        with self.db.store.engine.connect() as conn:
+            rows = conn.exec_driver_sql("SELECT worker_id, supervisor_pid FROM jobq_workers")
+            self.seen.update({worker_id: pid for worker_id, pid in rows})
 
     @property
     def supervised(self) -> int:
@@ -326,100 +158,7 @@ class Config:
         return f"{self.processes} x `jobq worker {options} --burst`"
 
 
-def worker_env(url: str, pycache: str) -> dict[str, str]:
-    """Our environment with jobq's database at ``url``, the checkout importable, and a
-    byte-code cache of the run's own (outside the checkout)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["JOBQ_DATABASE_URL"] = url
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    env["PYTHONPYCACHEPREFIX"] = pycache
-    return env
-
-
-def tail(stderr: IO[bytes], what: str) -> None:
-    """Copy the last lines of a command's stderr file to ours."""
-    stderr.flush()
-    stderr.seek(0)
-    lines = stderr.read().decode(errors="replace").splitlines()
-    log(f"--- {what}: last {min(len(lines), STDERR_TAIL)} of {len(lines)} stderr lines ---")
-    for line in lines[-STDERR_TAIL:]:
-        log(line)
-
-
-def stop(procs: Sequence[subprocess.Popen[bytes]]) -> None:
-    """SIGTERM what still runs (a supervisor passes it on), then SIGKILL after 40 s."""
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + 40
-    for proc in procs:
-        try:
-            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def run_commands(
-    commands: Sequence[Sequence[str]], env: dict[str, str], timeout: float, what: str
-) -> tuple[float, str]:
-    """Start every command at once and wait for all to exit 0: the seconds from the first
-    spawn to the last exit, and what they wrote to stderr. Raises (after stopping what
-    still runs) on a non-zero exit or past ``timeout``."""
-    with contextlib.ExitStack() as files:
-        stderrs = [files.enter_context(tempfile.TemporaryFile()) for _ in commands]
-        procs: list[subprocess.Popen[bytes]] = []
-        start = time.perf_counter()
-        try:
-            for cmd, stderr in zip(commands, stderrs, strict=True):
-                procs.append(
-                    subprocess.Popen(
-                        cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr
-                    )
-                )
-            deadline = start + timeout
-            for proc in procs:
-                proc.wait(timeout=max(0.0, deadline - time.perf_counter()))
-            seconds = time.perf_counter() - start
-        except subprocess.TimeoutExpired:
-            stop(procs)
-            for i, stderr in enumerate(stderrs):
-                tail(stderr, f"{what}: command {i} (timed out)")
-            raise RuntimeError(f"{what}: not finished within {timeout} s") from None
-        except BaseException:
-            stop(procs)
-            raise
-        failed = [(i, p.returncode) for i, p in enumerate(procs) if p.returncode != 0]
-        for i, code in failed:
-            tail(stderrs[i], f"{what}: command {i} exited {code}")
-        if failed:
-            raise RuntimeError(f"{what}: commands exited {failed}")
-        text = ""
-        for stderr in stderrs:
-            stderr.seek(0)
-            text += stderr.read().decode(errors="replace")
-    return seconds, text
-
-
 # --- runs ------------------------------------------------------------------------------
-
-
-class DrainRates:
-    """The rates of a timed drain (a dataclass with these three fields mixes it in)."""
-
-    tasks: int
-    seconds: float
-    rows: Rows
-
-    @property
-    def rate(self) -> float:
-        """Jobs per second, spawn to exit."""
-        return self.tasks / self.seconds
-
-    @property
-    def span_rate(self) -> float:
-        """Jobs per second from the first capture to the last end."""
-        return self.tasks / self.rows.span if self.rows.span > 0 else float("nan")
 
 
 @dataclass
@@ -703,14 +442,6 @@ def pool_report(runs: list[Run], configs: list[Config], args: argparse.Namespace
 # --- main ------------------------------------------------------------------------------
 
 
-def csv_ints(text: str) -> list[int]:
-    """``1,2,4`` as [1, 2, 4] (argparse type)."""
-    values = [int(x) for x in text.split(",") if x.strip()]
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"positive integers, comma-separated: {text!r}")
-    return values
-
-
 def parse(argv: list[str] | None) -> argparse.Namespace:
     """The command line's options."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -767,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
     loads = []
     with (
         tempfile.TemporaryDirectory(prefix="jobq-processes-") as tmp,
-        database(args.database_url, tmp) as db,
+        database(args.database_url, tmp, NAME) as db,
     ):
         version = server_version(db)
         bench = Bench(db, worker_env(db.url, os.path.join(tmp, "pycache")), args)

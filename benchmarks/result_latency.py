@@ -40,14 +40,17 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import jobq
-from benchmarks._drains import SYNC_TASK, jobq_worker_cmd, log, worker_env
-from benchmarks._sql import (
+from benchmarks.harness import (
     DEFAULT_POSTGRES_URL,
-    drop_schema,
+    SYNC_TASK,
     git_state,
-    in_schema,
+    jobq_worker_cmd,
+    log,
+    markdown_table,
+    own_database,
+    percentile,
     reset,
-    sqlite_url,
+    worker_env,
 )
 from jobq.db.tasks import as_utc
 from jobq.lifecycle import waiting
@@ -66,12 +69,6 @@ class Run:
     after_end: list[float]
     round_trip: list[float]
     reads: int
-
-
-def pct(samples: list[float], p: float) -> float:
-    """The nearest-rank ``p``th percentile."""
-    xs = sorted(samples)
-    return xs[min(len(xs) - 1, max(0, round(p / 100 * len(xs)) - 1))]
 
 
 @contextmanager
@@ -144,20 +141,20 @@ def report(runs: list[Run], samples: int) -> None:
         f"Python {platform.python_version()}, {os.cpu_count()} cores.\n"
     )
     print("finished_at (database clock) -> result() returned, in ms:\n")
-    print("| database | waiter | p50 | p90 | p99 | max | row reads per wait |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    rows = []
     for run in runs:
         ms = [s * 1000 for s in run.after_end]
-        print(
-            f"| {run.database} | {run.how} | {pct(ms, 50):.2f} | {pct(ms, 90):.2f} "
-            f"| {pct(ms, 99):.2f} | {max(ms):.2f} | {run.reads / len(ms):.1f} |"
-        )
+        cells = [f"{percentile(ms, p):.2f}" for p in (50, 90, 99)]
+        rows.append((run.database, run.how, *cells, f"{max(ms):.2f}", f"{run.reads / len(ms):.1f}"))
+    header = ("database", "waiter", "p50", "p90", "p99", "max", "row reads per wait")
+    print(markdown_table(header, "llrrrrr", rows))
     print("\nenqueue -> result() returned (round trip, this process's clock), in ms:\n")
-    print("| database | p50 | p90 | p99 |")
-    print("|---|---:|---:|---:|")
-    for run in runs:
-        ms = [s * 1000 for s in run.round_trip]
-        print(f"| {run.database} | {pct(ms, 50):.2f} | {pct(ms, 90):.2f} | {pct(ms, 99):.2f} |")
+    trips = [[s * 1000 for s in run.round_trip] for run in runs]
+    rows = [
+        (run.database, *(f"{percentile(ms, p):.2f}" for p in (50, 90, 99)))
+        for run, ms in zip(runs, trips, strict=True)
+    ]
+    print(markdown_table(("database", "p50", "p90", "p99"), "lrrr", rows))
 
 
 def main() -> None:
@@ -174,18 +171,14 @@ def main() -> None:
     if args.samples < 1:
         parser.error("--samples must be at least 1")
     runs: list[Run] = []
-    if args.only in (None, "postgresql"):
-        url = in_schema(args.postgres_url, args.pg_schema)
-        try:
-            log("PostgreSQL: notified waiter")
-            runs.append(measure(url, "PostgreSQL", "notified", args.samples, args.poll_interval))
-        finally:
-            drop_schema(args.postgres_url, args.pg_schema)
-    if args.only in (None, "sqlite"):
-        with tempfile.TemporaryDirectory() as directory:
-            url = sqlite_url(os.path.join(directory, "jobq.db"))
-            log("SQLite: polling waiter")
-            runs.append(measure(url, "SQLite", "polling", args.samples, args.poll_interval))
+    for kind, name, how in (
+        ("postgresql", "PostgreSQL", "notified"),
+        ("sqlite", "SQLite", "polling"),
+    ):
+        if args.only in (None, kind):
+            with own_database(kind, args.postgres_url, args.pg_schema) as url:
+                log(f"{name}: {how} waiter")
+                runs.append(measure(url, name, how, args.samples, args.poll_interval))
     report(runs, args.samples)
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Capture and `jobq status` with 10M finished rows, before and after retention.
 
-On a PostgreSQL server of its own (benchmarks/_private_pg.py: autovacuum on, as in
+On a PostgreSQL server of its own (benchmarks/_servers.py: autovacuum on, as in
 production), one database migrated to head (so with migration 0013's table settings),
 filled by dashboard_pages.py's builder: ``--finished`` finished rows (90% done, 5% failed
 for good, 5% cancelled) whose finished_at spread evenly over the last ``--span-days``
@@ -46,11 +46,11 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 from sqlalchemy import event
 
 import jobq
-from benchmarks._private_pg import ROOT, machine_load, percentile, private_postgres
-from benchmarks._sql import connect_postgres, git_state
+from benchmarks._machine import machine_load
+from benchmarks._servers import private_postgres
 from benchmarks._table_stats import TableStats, mb, read_table
 from benchmarks.dashboard_pages import fill
-from benchmarks.exporter_counts import log
+from benchmarks.harness import ROOT, connect_postgres, git_state, log, percentile
 from jobq.db.tasks import Completion, Status
 
 DAY = 86400

@@ -7,7 +7,7 @@ with ``ip netns exec`` in a namespace of its own (benchmarks/_netns.py: a veth p
 host, 127.77.k.0/30), as if on a host of its own; N processes are ``--per-namespace`` (2)
 a namespace, so 16 processes are 8 namespaces. They reach a PostgreSQL and a PgBouncer
 (transaction pooling, pool of ``--pool-size`` 20) that the benchmark starts for itself
-(benchmarks/_scale_servers.py) at their namespace's host end:
+(benchmarks/_servers.py) at their namespace's host end:
 
 - ``direct``: the server's own URL; each worker LISTENs there;
 - ``pooled``: PgBouncer with ``?jobq_pooler=transaction``, and ``--listen-url`` the
@@ -83,7 +83,7 @@ import sqlalchemy as sa
 import jobq
 from benchmarks import _netns
 from benchmarks._bouncer import Console, Server, wait_for
-from benchmarks._drains import PEERS_PYTHON, SYNC_TASK, log
+from benchmarks._machine import cpu_ticks, load, quiet_moment
 from benchmarks._scale_report import report
 from benchmarks._scale_run import (
     Fleet,
@@ -96,7 +96,7 @@ from benchmarks._scale_run import (
     Watch,
     own_url,
 )
-from benchmarks._scale_servers import (
+from benchmarks._servers import (
     TICK,
     HostedBouncer,
     HostedPostgres,
@@ -106,9 +106,18 @@ from benchmarks._scale_servers import (
     on,
     tree_cpu_seconds,
 )
-from benchmarks._sql import analyze, reset
-from benchmarks.processes import ROOT, Database, cpu_ticks, load, quiet_moment, run_commands
-from benchmarks.processes import worker_env as env_for
+from benchmarks.harness import (
+    PEERS_PYTHON,
+    ROOT,
+    SYNC_TASK,
+    Database,
+    analyze,
+    csv_ints,
+    log,
+    reset,
+    run_commands,
+    worker_env,
+)
 
 HERE = Path(__file__).resolve().parent
 PACE = 0.05  # seconds between the steady phase's enqueues
@@ -231,7 +240,9 @@ class Bench:
         log("warm-up: one `jobq worker --burst` in a namespace on an empty queue")
         ns = self.namespaces[0]
         warm = Group(ns, 1, on(self.bouncer.direct_url, ns.host_address))
-        run_commands([[*warm.argv(), "--burst"]], env_for(warm.url, self.pycache), 120, "warm-up")
+        run_commands(
+            [[*warm.argv(), "--burst"]], worker_env(warm.url, self.pycache), 120, "warm-up"
+        )
 
     def setting(self) -> dict[str, Any]:
         """The server's version and the settings that matter here."""
@@ -351,14 +362,6 @@ def plan(args: argparse.Namespace) -> list[Point]:
             Point("pooled", args.busy, "idle", args.idle, idle_listen=True),
         ]
     return points
-
-
-def csv_ints(text: str) -> list[int]:
-    """``1,2,4`` as [1, 2, 4] (argparse type)."""
-    values = [int(x) for x in text.split(",") if x.strip()]
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"positive integers, comma-separated: {text!r}")
-    return values
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:

@@ -53,18 +53,23 @@ from typing import Any
 
 import jobq
 from benchmarks._bouncer import wait_for
-from benchmarks._drains import (
-    PEER_SCRIPT,
+from benchmarks._drains import PEER_SCRIPT, peer
+from benchmarks._machine import cpu_ticks
+from benchmarks.harness import (
+    BENCH_POSTGRES_URL,
     PEERS_PYTHON,
     ROOT,
     SYNC_TASK,
+    connect_postgres,
+    drop_schema,
+    git_state,
+    in_schema,
     jobq_worker_cmd,
     log,
-    peer,
+    psycopg_conninfo,
+    spread,
     worker_env,
 )
-from benchmarks._sql import connect_postgres, drop_schema, git_state, in_schema, psycopg_conninfo
-from benchmarks.processes import cpu_ticks, spread
 from jobq.db.urls import parse_url
 
 HERE = Path(__file__).resolve().parent
@@ -210,8 +215,7 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> str:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--url", default=os.environ.get(
-        "JOBQ_BENCH_POSTGRES_URL", "postgresql+psycopg://root@127.0.0.1:5432/test"))  # fmt: skip
+    p.add_argument("--url", default=BENCH_POSTGRES_URL)
     p.add_argument("--processes", type=lambda t: [int(x) for x in t.split(",")],
                    default=[1, 2, 4, 8, 16])  # fmt: skip
     p.add_argument("--queues", type=lambda t: t.split(","), default=list(QUEUES))

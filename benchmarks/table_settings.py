@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Capture with and without migration 0013's table settings, after 1M task runs each.
 
-On a PostgreSQL server of its own (benchmarks/_private_pg.py: autovacuum on, as in
+On a PostgreSQL server of its own (benchmarks/_servers.py: autovacuum on, as in
 production; the shared server runs with it off), one database per variant, one after
 the other:
 
@@ -55,20 +55,17 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import jobq
-from benchmarks._private_pg import BenchPostgres, machine_load, percentile, private_postgres
-from benchmarks._sql import git_state
+from benchmarks._machine import machine_load
+from benchmarks._servers import BenchPostgres, private_postgres
 from benchmarks._table_stats import TableStats, mb, read_table
 from benchmarks.exporter_counts import fill
+from benchmarks.harness import git_state, log, percentile
 from jobq.db.tasks import Completion, Status
 
 TASK = "bench.noop"
 WORKER = "bench-settings:1"
 #: Runs between two progress readings of the table's statistics.
 REPORT_EVERY = 100_000
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 @dataclass

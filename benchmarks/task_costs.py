@@ -30,9 +30,9 @@ Each repeat starts from an empty table and ``--tasks`` freshly enqueued tasks (A
 PostgreSQL; untimed). A warm-up pass of 1,000 tasks comes first. Each row is
 the median of ``--repeat`` repeats; the total is the sum of the rows' medians.
 
-jobq, benchmarks/_sql.py and benchmarks/noop_app.py are imported from the current
-directory, so that one copy of this script measures any checkout it is run in (it uses
-only APIs that commit 90fc2cf has too):
+jobq and benchmarks/noop_app.py are imported from the current directory (the harness,
+if that checkout has none, from this script's), so that one copy of this script
+measures any checkout it is run in (it uses only APIs that commit 90fc2cf has too):
 
     .venv/bin/python benchmarks/task_costs.py
     .venv/bin/python benchmarks/task_costs.py --only sqlite --repeat 3
@@ -59,6 +59,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
 if __package__ in (None, ""):  # run as a script: measure the checkout in the working directory
@@ -67,13 +68,13 @@ if __package__ in (None, ""):  # run as a script: measure the checkout in the wo
 import sqlalchemy as sa
 
 import jobq
-from benchmarks._drains import log
-from benchmarks._sql import (
+from benchmarks.harness import (
     DEFAULT_POSTGRES_URL,
     analyze,
     drop_schema,
     git_state,
     in_schema,
+    log,
     reset,
     sqlite_url,
     status_counts,
@@ -84,6 +85,9 @@ from jobq.core.registry import TaskDefinition
 from jobq.db.tasks import DEFAULT_LEASE, Completion, Leases, Status, Task
 from jobq.worker import executor, logs
 from jobq.worker.runner import Run, Runner
+
+# The checkout whose jobq is measured (the working directory's when run as a script).
+MEASURED = Path(jobq.__file__).resolve().parent.parent
 
 TASK = "bench.noop"
 WORKER = "task-costs"
@@ -372,7 +376,7 @@ def report(results: list[Costs], args: argparse.Namespace) -> str:
     lines = [
         "# What a task costs a jobq worker, µs per task",
         "",
-        f"jobq at {git_state()}, imported from `{os.path.dirname(jobq.__file__)}`;"
+        f"jobq at {git_state(MEASURED)}, imported from `{os.path.dirname(jobq.__file__)}`;"
         f" {versions()}; {os.cpu_count()} cores.",
         f'{args.tasks:,} queued no-op tasks (`{TASK}`, args `{{"n": i}}`) per repeat, taken'
         f" {args.batch} at a time (a worker at concurrency {args.batch}); each row is the median of"
@@ -427,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.tasks < 1 or args.batch < 1 or args.repeat < 1:
         parser.error("--tasks, --batch and --repeat must be positive")
-    log(f"jobq from {os.path.dirname(jobq.__file__)} at {git_state()}")
+    log(f"jobq from {os.path.dirname(jobq.__file__)} at {git_state(MEASURED)}")
     results = []
     with open(os.devnull, "w") as devnull:
         for key in args.only or tuple(BACKENDS):

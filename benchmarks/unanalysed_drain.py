@@ -54,17 +54,17 @@ import psycopg
 import sqlalchemy as sa
 
 import jobq
-from benchmarks._drains import log
-from benchmarks._sql import (
+from benchmarks._sql import capture_statement
+from benchmarks.harness import (
     DEFAULT_MYSQL_URL,
     DEFAULT_POSTGRES_URL,
     TABLE,
-    capture_statement,
     connect_postgres,
     drop_mysql_database,
     drop_schema,
     git_state,
     in_schema,
+    log,
     mysql_database,
     mysql_server,
     sqlite_url,

@@ -63,7 +63,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -74,7 +73,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -85,8 +84,7 @@ import sqlalchemy as sa
 
 import jobq
 from benchmarks import workflow_app
-from benchmarks._drains import log
-from benchmarks._sql import (
+from benchmarks.harness import (
     DEFAULT_MYSQL_URL,
     DEFAULT_POSTGRES_URL,
     connect_postgres,
@@ -94,8 +92,14 @@ from benchmarks._sql import (
     drop_schema,
     git_state,
     in_schema,
+    jobq_worker_cmd,
+    log,
     mysql_database,
+    spread,
     sqlite_url,
+    stop,
+    tail,
+    utc,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,7 +116,6 @@ TARGET = 1.5
 PARTS = ("fanout", "chain", "contention", "baseline")
 DATABASES = {"sqlite": "SQLite", "postgresql": "PostgreSQL", "mysql": "MariaDB"}
 POLL = 0.05  # seconds between looks at the rows while a run goes on
-STDERR_TAIL = 60
 
 # Part 4 fills each tree's tables with that tree's own code (its own schema).
 FILL_SCRIPT = """
@@ -123,28 +126,6 @@ store.migrate()
 store.enqueue_many(sys.argv[3], [{"n": i} for i in range(int(sys.argv[2]))])
 store.dispose()
 """
-
-
-# --- times -----------------------------------------------------------------------------
-
-
-def utc(value: Any) -> datetime:
-    """A time as the drivers return it (aware, naive UTC, or SQLite's text), in UTC."""
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    if value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
-
-
-def spread(values: list[float], fmt: str = "{:.2f}") -> str:
-    """'median (min-max)' of ``values``."""
-    if not values:
-        return "-"
-    median = fmt.format(statistics.median(values))
-    if len(values) == 1:
-        return median
-    return f"{median} ({fmt.format(min(values))}-{fmt.format(max(values))})"
 
 
 # --- databases -------------------------------------------------------------------------
@@ -283,24 +264,12 @@ def worker_options(args: argparse.Namespace) -> list[str]:
     return options
 
 
-def tail(stderr: IO[bytes], what: str) -> None:
-    stderr.flush()
-    stderr.seek(0)
-    lines = stderr.read().decode(errors="replace").splitlines()
-    log(f"--- {what}: last {min(len(lines), STDERR_TAIL)} of {len(lines)} stderr lines ---")
-    for line in lines[-STDERR_TAIL:]:
-        log(line)
-
-
 class Workers:
     """``n`` `jobq worker` processes of the workflow app, started and stopped together."""
 
     def __init__(self, url: str, n: int, concurrency: int, options: list[str]) -> None:
         self.url, self.n = url, n
-        self.cmd = [
-            sys.executable, "-m", "jobq.cli", "worker", "--app", APP_PATH,
-            "--concurrency", str(concurrency), *options,
-        ]  # fmt: skip
+        self.cmd = jobq_worker_cmd("--concurrency", str(concurrency), *options, app=APP_PATH)
         self.procs: list[tuple[subprocess.Popen[bytes], IO[bytes]]] = []
 
     def __enter__(self) -> Workers:
@@ -344,17 +313,9 @@ class Workers:
 
     def stop(self) -> None:
         """SIGTERM each (they are idle by now), wait, kill what is left; close the logs."""
-        for proc, _ in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 40
-        for i, (proc, stderr) in enumerate(self.procs):
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                tail(stderr, f"worker {i} did not stop within 40 s: killed")
+        for i in stop([proc for proc, _ in self.procs]):
+            tail(self.procs[i][1], f"worker {i} did not stop within 40 s: killed")
+        for _, stderr in self.procs:
             stderr.close()
         self.procs = []
 
@@ -709,11 +670,11 @@ def tree_drain(db: Database, which: str, tree: Path, args: argparse.Namespace) -
         cwd=tree, env=env, check=True, timeout=args.timeout,
     )  # fmt: skip
     analyze(db, which)
-    cmd = [
-        sys.executable, "-m", "jobq.cli", "worker", "--app", BASE_APP_PATH, "--burst",
-        "--concurrency", str(args.drain_concurrency),
+    cmd = jobq_worker_cmd(
+        "--burst", "--concurrency", str(args.drain_concurrency),
         *([] if args.task_logs else ["--log-level", "warning"]),
-    ]  # fmt: skip
+        app=BASE_APP_PATH,
+    )  # fmt: skip
     with tempfile.TemporaryFile() as stderr:
         began = time.perf_counter()
         try:

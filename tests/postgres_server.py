@@ -15,9 +15,10 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import psycopg
 import pytest
@@ -95,9 +96,17 @@ class PostgresServer:
                 time.sleep(0.1)
 
 
+Server = TypeVar("Server", bound="PostgresServer")
+
+
 @contextmanager
-def running(programs: Path) -> Iterator[PostgresServer]:
-    server = PostgresServer(programs)
+def running(
+    programs: Path,
+    make: Callable[[Path], Server] = PostgresServer,  # type: ignore[assignment]
+) -> Iterator[Server]:
+    """A server made by ``make(programs)`` and started; stopped and its directory deleted
+    at the end, whatever happened in between (benchmarks/_servers.py makes its own kinds)."""
+    server = make(programs)
     try:
         server.start()
         yield server
