@@ -5,4 +5,7 @@
 - ``handles``: TaskHandle: an enqueued task's id that can wait for its result or cancel it.
 - ``waiting``: how a waiter hears of an end: a notification on PostgreSQL, else polling.
 - ``bulk``: cancelling and purging a queue's waiting tasks in batches.
+- ``admin``: TaskAdmin (``store.admin``): list, count, retry and cancel tasks, prune.
+
+A capability below the others (workflows build on its handles): it uses the core only.
 """

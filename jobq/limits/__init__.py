@@ -3,7 +3,9 @@
 A Limit is stored in SQL (jobq_limits) whichever backend enforces it. The sql backend
 (jobq.limits.sql) enforces it inside capture; the tigerbeetle backend
 (jobq.limits.tigerbeetle, the optional extra) holds one TigerBeetle slot per running task.
-This module is pure: the values and their parsing.
+A capability: the store's Limits (``store.queue_limits``) is its capture filter
+(jobq.core.hooks), and pause.py pauses queues (``store.pauses``). This module is pure: the
+values, their parsing, and the Limiter protocol.
 """
 
 from __future__ import annotations
