@@ -1,8 +1,11 @@
 """What every dialect provides: the clock, bulk insert, capture, and error classification.
 
 The portable parts of the statements (which rows are capturable, in predicates.py; what
-a capture writes, here) are built once; a dialect only supplies the shape its database
-needs around them.
+a capture or an enqueue writes, in row_values.py) are built once; a dialect only supplies
+the shape its database needs around them. Dialect is the interface every database
+implements; what its methods do by default lives in modules of their own: leases.py,
+row_values.py, upserts.py, session_lock.py, notify.py (LISTEN / NOTIFY) and
+error_kinds.py (what an error means).
 """
 
 from __future__ import annotations
