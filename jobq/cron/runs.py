@@ -1,6 +1,6 @@
 """Schedule runs: the last runs of each cron schedule, one row per end of a run.
 
-jobq.cron.periodic ends the runs of schedules' recurring rows. Once a fenced UPDATE ending
+jobq.cron.recurring_ends ends the runs of schedules' recurring rows. Once a fenced UPDATE ending
 one has applied, it adds that run here in the same transaction: a stale end (fenced off)
 adds nothing, and an end rolled back takes its row with it. The ends of plain tasks
 (jobq.core.run_end) never write here. Past the newest KEPT_RUNS of a schedule, the oldest

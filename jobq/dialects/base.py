@@ -1,53 +1,40 @@
 """What every dialect provides: the clock, bulk insert, capture, and error classification.
 
 The portable parts of the statements (which rows are capturable, in predicates.py; what
-a capture writes, here) are built once; a dialect only supplies the shape its database
-needs around them.
+a capture or an enqueue writes, in row_values.py) are built once; a dialect only supplies
+the shape its database needs around them. Dialect is the interface every database
+implements; what its methods do by default lives in modules of their own: leases.py,
+row_values.py, upserts.py, session_lock.py, notify.py (LISTEN / NOTIFY) and
+error_kinds.py (what an error means).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from jobq.db.errors import (
-    InvalidDatabaseURL,
-    JobqError,
-    LockNotAcquired,
-    NeedsSession,
-    RequiresPostgreSQL,
-)
-from jobq.db.outage import Outage
+from jobq.db.errors import InvalidDatabaseURL, JobqError, NeedsSession, RequiresPostgreSQL
 from jobq.db.payload import encode_args_array
 from jobq.db.prepared import Prepared, RowReader
 from jobq.db.room import GIGABYTE, Room
-from jobq.db.tasks import Status
-from jobq.dialects import health
+from jobq.dialects import error_kinds, health, notify, row_values, upserts
+from jobq.dialects.leases import lease_of as lease_of
 from jobq.dialects.predicates import CapturePredicates
-from jobq.dialects.schema import (
-    HOLDS_UNIQUE_KEY,
-    locks,
-    status_is,
-    tasks,
-)
+from jobq.dialects.row_values import NEW_ROW_PARAMETERS as NEW_ROW_PARAMETERS
+from jobq.dialects.schema import HOLDS_UNIQUE_KEY, locks, tasks
+from jobq.dialects.session_lock import MIGRATION_LOCK as MIGRATION_LOCK
+from jobq.dialects.session_lock import release_session_lock as release_session_lock
+from jobq.dialects.session_lock import session_lock
 
 c = tasks.c
 
 #: Execution option marking a unit of work that only reads, for dialects that can begin
 #: such a transaction more cheaply.
 READ_ONLY = "jobq_read_only"
-
-#: The name of the lock that serialises migrations (see Dialect.migration_lock).
-MIGRATION_LOCK = "jobq migrate"
-
-#: Columns of a new task bound per call, as parameters named ``new_<column>``.
-NEW_ROW_PARAMETERS = (
-    "name", "queue_id", "priority", "retries_left", "lease", "timeout", "unique_key", "lock_key",
-)  # fmt: skip
 
 
 class Dialect(CapturePredicates):
@@ -213,22 +200,7 @@ class Dialect(CapturePredicates):
 
         Parameters: ``worker_id``, and the leases (see lease_of).
         """
-        return {
-            "status": Status.IN_PROGRESS.value,
-            "attempt": c.attempt + 1,
-            "locked_by": sa.bindparam("worker_id", type_=sa.String),
-            "locked_until": self.now_plus(lease_of(named_leases)),
-            "started_at": now,
-            "finished_at": None,
-            # A failed row, or a running row whose lease expired, spends a retry.
-            "retries_left": sa.case(
-                (
-                    sa.or_(status_is(Status.FAILED), status_is(Status.IN_PROGRESS)),
-                    c.retries_left - 1,
-                ),
-                else_=c.retries_left,
-            ),
-        }
+        return row_values.capture_values(self, named_leases=named_leases, now=now)
 
     def new_row_values(self, timing: str, traced: bool = False) -> dict[str, Any]:
         """The column values of a new task: ``new_<column>`` parameters, constants, clock.
@@ -237,34 +209,11 @@ class Dialect(CapturePredicates):
         (``new_delay`` seconds after the database's now) or 'now'. ``traced`` rows store
         ``new_trace_context`` too; the others leave the column NULL with nothing to bind.
         """
-        columns = (*NEW_ROW_PARAMETERS, "trace_context") if traced else NEW_ROW_PARAMETERS
-        values: dict[str, Any] = {
-            column: sa.bindparam(f"new_{column}", type_=c[column].type) for column in columns
-        }
-        if timing == "at":
-            values["run_at"] = sa.bindparam("new_run_at", type_=c.run_at.type)
-        elif timing == "delay":
-            values["run_at"] = self.now_plus(sa.bindparam("new_delay", type_=sa.Float))
-        else:
-            values["run_at"] = self.now()
-        values.update(
-            status=sa.literal(Status.QUEUED.value, sa.String),
-            attempt=sa.literal(0, sa.Integer),
-            recurring=sa.literal(False, sa.Boolean),
-            created_at=self.now(),
-        )
-        return values
+        return row_values.new_row_values(self, timing, traced)
 
     def insert_statement(self, timing: str, traced: bool = False) -> sa.Executable:
         """INSERT of one task (parameters of new_row_values, plus ``new_args``) returning its id."""
-        return (
-            sa.insert(tasks)
-            .values(
-                **self.new_row_values(timing, traced),
-                args=sa.bindparam("new_args", type_=c.args.type),
-            )
-            .returning(c.id)
-        )
+        return row_values.insert_one(self.new_row_values(timing, traced))
 
     def insert_many_statement(self, timing: str, traced: bool = False) -> sa.Executable:
         """INSERT of one task per element of the JSON array parameter ``args_array``.
@@ -275,9 +224,8 @@ class Dialect(CapturePredicates):
         close to COPY).
         """
         common = self.new_row_values(timing, traced)
-        value, position = self.json_array_rows(sa.bindparam("args_array", type_=sa.Text))
-        select = sa.select(*common.values(), value).order_by(position)
-        return sa.insert(tasks).from_select([*common, "args"], select).returning(c.id)
+        rows = self.json_array_rows(sa.bindparam("args_array", type_=sa.Text))
+        return row_values.insert_many(common, rows)
 
     def inserted_ids(self, cursor: Any) -> list[int]:
         """The ids of the rows an insert statement (insert_statement, insert_many_statement)
@@ -338,14 +286,8 @@ class Dialect(CapturePredicates):
         """
         stmt = self.memo(
             ("insert unique", timing, traced),
-            lambda: (
-                self.upsert_insert(tasks)
-                .values(
-                    **self.new_row_values(timing, traced),
-                    args=sa.bindparam("new_args", type_=c.args.type),
-                )
-                .on_conflict_do_nothing(index_elements=[c.unique_key], index_where=HOLDS_UNIQUE_KEY)
-                .returning(c.id)
+            lambda: upserts.insert_unique_statement(
+                self.upsert_insert, self.new_row_values(timing, traced)
             ),
         )
         return conn.execute(stmt, params).scalar()
@@ -364,13 +306,7 @@ class Dialect(CapturePredicates):
         One atomic statement: concurrent callers, and a delete in between, never make it
         fail on the key.
         """
-        if update is None:
-            update = {name: value for name, value in values.items() if name != key.name}
-        return (
-            self.upsert_insert(table)
-            .values(**values)
-            .on_conflict_do_update(index_elements=[key], set_=update, where=where)
-        )
+        return upserts.upsert(self.upsert_insert, table, key, values, update, where)
 
     def holder_of(self, conn: Connection, unique_key: str) -> int | None:
         """The id of the row that holds ``unique_key`` now, if any."""
@@ -430,71 +366,20 @@ class Dialect(CapturePredicates):
 
     # --- wake-up --------------------------------------------------------------------
 
-    def wake_workers(self, conn: Connection, ids: Sequence[int]) -> None:
-        """Tell listening workers, once ``conn`` commits, that the tasks ``ids`` were
-        queued by an UPDATE (an INSERT tells them by itself); nothing where workers poll."""
-
-    def wake_for_limits(self, conn: Connection, queue: str) -> None:
-        """Tell listening workers, once ``conn`` commits, that ``queue``'s limit or pause
-        changed, so that they read the limits again now; nothing where workers poll."""
-
-    def listen(
-        self,
-        engine: Engine,
-        on_enqueued: Callable[[set[str] | None], None],
-        stop: Any,
-        outage: Outage | None = None,
-    ) -> bool:
-        """Call ``on_enqueued(queues)`` whenever tasks are enqueued, until ``stop`` is set.
-
-        ``queues`` names the queues that got tasks, or is None when unknown (after a
-        reconnect, say). While the database cannot be reached, ``outage`` (else one of the
-        listener's own) hears of it. Returns False where the database cannot notify:
-        workers poll.
-        """
-        return False
-
-    def why_polling(self) -> str | None:
-        """Why workers poll though this database could notify them (None: it cannot, or
-        they are notified), in words for their log."""
-        return None
-
-    def listen_for_ends(
-        self,
-        engine: Engine,
-        on_ended: Callable[[int | None], None],
-        stop: Any,
-        outage: Outage | None = None,
-    ) -> bool:
-        """Call ``on_ended(id)`` whenever an awaited task ends, until ``stop`` is set.
-
-        A task is awaited once its ``awaited`` column is true; it ends when it becomes
-        terminal or is deleted. ``on_ended(None)`` says that notifications may have been
-        missed (the first time: that listening has begun), so every waiter must look
-        again. From a thread of its own, reconnecting by itself; ``outage`` (else one of
-        its own) hears while it cannot connect. Returns False where the database cannot
-        notify: waiters poll the rows.
-        """
-        return False
+    # The defaults of a database that cannot notify (see notify.py).
+    wake_workers = notify.wake_workers
+    wake_for_limits = notify.wake_for_limits
+    listen = notify.listen
+    why_polling = notify.why_polling
+    listen_for_ends = notify.listen_for_ends
 
     # --- errors ---------------------------------------------------------------------
 
-    def is_missing_schema(self, error: sa.exc.DBAPIError) -> bool:
-        """Whether ``error`` says a jobq table or column does not exist."""
-        raise NotImplementedError
-
-    def is_too_large(self, error: sa.exc.DBAPIError) -> bool:
-        """Whether ``error`` says a statement was larger than the database takes."""
-        return False
-
-    def is_lock_key_conflict(self, error: sa.exc.DBAPIError) -> bool:
-        """Whether ``error`` is jobq_tasks_lock_key_held refusing a second running row of a key."""
-        raise NotImplementedError
-
-    def is_conflict(self, error: sa.exc.DBAPIError) -> bool:
-        """Whether the database aborted the transaction to break a deadlock (or a
-        serialization conflict): the whole transaction was undone and may simply run again."""
-        return False
+    # The classification every database overrides in part (see error_kinds.py).
+    is_missing_schema = error_kinds.is_missing_schema
+    is_too_large = error_kinds.is_too_large
+    is_lock_key_conflict = error_kinds.is_lock_key_conflict
+    is_conflict = error_kinds.is_conflict
 
     # --- locks (jobq.locks) -----------------------------------------------------------
 
@@ -535,7 +420,7 @@ class Dialect(CapturePredicates):
         committed; it is released when the block exits, however it exits.
         """
         take, release = self.migration_lock_statements()
-        return _session_lock(conn, take, release, self.migration_lock_wait)
+        return session_lock(conn, take, release, self.migration_lock_wait)
 
     def migration_lock_statements(self) -> tuple[str, str]:
         """SQL taking a session-level lock that serialises jobq's migrations, waiting up
@@ -547,55 +432,3 @@ class Dialect(CapturePredicates):
     ) -> health.Readings:
         """What `jobq doctor` judges of this database and of jobq's ``tables`` (see health.py)."""
         return health.read(self.name, conn, tables, index_bytes)
-
-
-def lease_of(named_leases: int | None) -> sa.ColumnElement[Any]:
-    """The lease seconds a capture gives each row.
-
-    With ``named_leases`` None, parameter ``lease_seconds`` for every row (the worker's
-    --lease). Otherwise the row's own lease, and for a row that set none, the lease of its
-    task's definition: parameters ``lease_name_<i>``/``lease_value_<i>`` for the first
-    ``named_leases`` names, ``lease_default`` for the rest (see jobq.db.tasks.Leases).
-    """
-    if named_leases is None:
-        return sa.bindparam("lease_seconds", type_=sa.Float)
-    default = sa.bindparam("lease_default", type_=sa.Float)
-    by_name = default
-    if named_leases:
-        by_name = sa.case(
-            *(
-                (
-                    c.name == sa.bindparam(f"lease_name_{i}", type_=sa.String),
-                    sa.bindparam(f"lease_value_{i}", type_=sa.Float),
-                )
-                for i in range(named_leases)
-            ),
-            else_=default,
-        )
-    return sa.func.coalesce(c.lease, by_name, type_=sa.Float)
-
-
-@contextmanager
-def _session_lock(conn: Connection, take: str, release: str, wait: float) -> Iterator[None]:
-    """Hold a session-level lock taken by ``take`` (one row: 1 once taken) while the block runs."""
-    taken = conn.exec_driver_sql(take, {"wait": wait}).scalar()
-    conn.commit()  # a session's lock outlives its transaction; the block begins its own
-    if taken != 1:
-        raise LockNotAcquired(kind="lock", name=MIGRATION_LOCK, wait=wait)
-    try:
-        yield
-    finally:
-        release_session_lock(conn, release)
-
-
-def release_session_lock(conn: Connection, release: str) -> None:
-    """Run ``release``; should that fail, close the session instead, which frees its locks.
-
-    Never raises: whatever the block that held the lock did stands, and a pooled
-    connection must never go back to the pool still holding the lock.
-    """
-    try:
-        conn.exec_driver_sql(release)
-        conn.commit()
-    except sa.exc.DBAPIError:
-        conn.invalidate()

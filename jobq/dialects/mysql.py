@@ -20,7 +20,6 @@ transaction (error 1213), and Database.write runs it again.
 
 from __future__ import annotations
 
-import graphlib
 import threading
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -30,25 +29,20 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.sql import visitors
 
 from jobq.db.errors import JobqError, MissingExtra
 from jobq.db.payload import encode_args_array
 from jobq.db.prepared import Prepared
 from jobq.db.room import Room
 from jobq.db.tasks import Status
+from jobq.dialects import mysql_errors
 from jobq.dialects.base import Dialect
 from jobq.dialects.mysql_ddl import partial_index_column
-from jobq.dialects.schema import LOCK_KEY_HELD, locks, tasks
+from jobq.dialects.mysql_inserts import Rows, driver_cursor
+from jobq.dialects.mysql_updates import ordered_update
+from jobq.dialects.schema import locks, tasks
 
 c = tasks.c
-
-# Server error numbers.
-_CHECKREAD = 1020  # MariaDB: a row changed since a snapshot read (innodb_snapshot_isolation)
-_BAD_FIELD = 1054
-_DUPLICATE_KEY = 1062
-_NO_SUCH_TABLE = 1146
-_DEADLOCK = 1213
 
 #: JSON_TABLE column types for the fields of json_records.
 _JSON_TABLE_TYPES: tuple[tuple[type, str], ...] = (
@@ -187,7 +181,7 @@ class MySQLDialect(Dialect):
         )
 
     def insert_many_statement(self, timing: str, traced: bool = False) -> sa.Executable:
-        # One row, whose VALUES bind_batch repeats once per task (see _Rows).
+        # One row, whose VALUES bind_batch repeats once per task (see mysql_inserts.Rows).
         return sa.insert(tasks).values(
             **self.new_row_values(timing, traced), args=sa.bindparam("new_args", type_=sa.Text)
         )
@@ -203,14 +197,14 @@ class MySQLDialect(Dialect):
     def bind_batch(
         self, insert: Prepared, params: dict[str, Any], batch: Any
     ) -> tuple[Prepared, dict[str, Any]]:
-        return _Rows(insert, len(batch)), {**params, "args_list": batch}  # type: ignore[return-value]
+        return Rows(insert, len(batch)), {**params, "args_list": batch}  # type: ignore[return-value]
 
     def inserted_ids(self, cursor: Any) -> list[int]:
         count, first = cursor.rowcount, cursor.lastrowid
         if count <= 1:
             return [first] if count == 1 else []
         if self._id_step is None:
-            self._read_id_step(_driver_cursor(cursor))
+            self._read_id_step(driver_cursor(cursor))
         assert self._id_step is not None
         return list(range(first, first + count * self._id_step, self._id_step))
 
@@ -300,7 +294,7 @@ class MySQLDialect(Dialect):
         take = self._prepared(
             conn,
             ("capture take", named_leases, unlimited_only, width),
-            lambda: _ordered_update(
+            lambda: ordered_update(
                 sa.update(tasks).where(c.id.in_(_picked(width))),
                 self.capture_values(
                     named_leases=named_leases, now=self.now() if unlimited_only else self.clock()
@@ -337,19 +331,11 @@ class MySQLDialect(Dialect):
 
     # --- errors ---------------------------------------------------------------------
 
-    def is_missing_schema(self, error: sa.exc.DBAPIError) -> bool:
-        return _errno(error) in (_NO_SUCH_TABLE, _BAD_FIELD)
-
-    def is_too_large(self, error: sa.exc.DBAPIError) -> bool:
-        # ER_NET_PACKET_TOO_LARGE, ER_WARN_ALLOWED_PACKET_OVERFLOWED
-        return _errno(error) in (1153, 1301)
-
-    def is_lock_key_conflict(self, error: sa.exc.DBAPIError) -> bool:
-        # MySQL 8 names the key table.key, MariaDB key alone.
-        return _errno(error) == _DUPLICATE_KEY and f"{LOCK_KEY_HELD}'" in str(error.orig)
-
-    def is_conflict(self, error: sa.exc.DBAPIError) -> bool:
-        return _errno(error) in (_DEADLOCK, _CHECKREAD)
+    # By the server's error numbers (mysql_errors.py).
+    is_missing_schema = mysql_errors.is_missing_schema
+    is_too_large = mysql_errors.is_too_large
+    is_lock_key_conflict = mysql_errors.is_lock_key_conflict
+    is_conflict = mysql_errors.is_conflict
 
     # --- locks ----------------------------------------------------------------------
 
@@ -362,7 +348,7 @@ class MySQLDialect(Dialect):
         # Take the row over where ``when`` holds, else insert it: an INSERT that finds the
         # name taken fails alone (InnoDB rolls back the statement, not the transaction).
         name = locks.c.name == values["name"]
-        take = _ordered_update(sa.update(locks).where(name, when), takeover)
+        take = ordered_update(sa.update(locks).where(name, when), takeover)
         return take, sa.insert(locks).values(**values)
 
     def claim_lock(self, conn: Connection, claim: Any, params: dict[str, Any]) -> bool:
@@ -373,7 +359,7 @@ class MySQLDialect(Dialect):
         try:
             conn.execute(insert, params)
         except sa.exc.IntegrityError as error:
-            if _errno(error) == _DUPLICATE_KEY:
+            if mysql_errors.is_duplicate_key(error):
                 return False  # held, and not ours to take over
             raise
         return True
@@ -383,43 +369,6 @@ class MySQLDialect(Dialect):
         # statement; one per database (names are server-wide, and at most 64 characters).
         name = "LEFT(CONCAT('jobq_migrate.', COALESCE(DATABASE(), '')), 64)"
         return f"SELECT GET_LOCK({name}, %(wait)s)", f"SELECT RELEASE_LOCK({name})"
-
-
-class _Rows:
-    """A multi-row INSERT ... VALUES: the one-row ``insert``'s VALUES tuple ``count`` times,
-    each with its own ``new_args`` (from the parameter ``args_list``)."""
-
-    def __init__(self, insert: Prepared, count: int) -> None:
-        head, values, row = insert.sql.partition(" VALUES ")
-        self._insert = insert
-        if insert.positional:
-            self.sql = head + values + ", ".join([row] * count)
-        else:
-            marker = "%(new_args)s"
-            assert row.count(marker) == 1, row
-            self.sql = (
-                head
-                + values
-                + ", ".join(row.replace(marker, f"%(new_args_{i})s") for i in range(count))
-            )
-
-    def parameters(self, values: Mapping[str, Any]) -> Any:
-        args_list = values["args_list"]
-        shared = self._insert.parameters({**values, "new_args": _ARGS})
-        if not self._insert.positional:
-            shared.update({f"new_args_{i}": args for i, args in enumerate(args_list)})
-            return shared
-        slot = shared.index(_ARGS)
-        rows: list[Any] = []
-        row = list(shared)
-        for args in args_list:
-            row[slot] = args
-            rows.extend(row)
-        return tuple(rows)
-
-
-#: Stands for a row's arguments while the shared parameters of _Rows are bound.
-_ARGS = object()
 
 
 def _pymysql_conversions() -> dict[Any, Any]:
@@ -446,38 +395,8 @@ def _run(conn: Connection, prepared: Prepared, values: Mapping[str, Any]) -> Seq
     return conn.exec_driver_sql(prepared.sql, prepared.parameters(values)).fetchall()
 
 
-def _ordered_update(update: sa.Update, values: dict[str, Any]) -> sa.Update:
-    """``update`` SETting ``values`` in an order that MySQL's left-to-right assignment
-    evaluates as one simultaneous assignment: each column is set only after every
-    expression that reads it."""
-    table = update.table
-    assigned = {name: table.c[name] for name in values}
-    graph: dict[str, set[str]] = {name: set() for name in values}
-    for name, value in values.items():
-        if not isinstance(value, sa.ClauseElement):
-            continue
-        for read in visitors.iterate(value):
-            other = getattr(read, "name", None)
-            if other != name and other in assigned and read is assigned[other]:
-                graph[other].add(name)  # ``other`` is set after ``name`` reads it
-    order = list(graphlib.TopologicalSorter(graph).static_order())  # CycleError: unorderable
-    return update.ordered_values(*[(table.c[name], values[name]) for name in order])
-
-
 def _json_table_type(type_: Any) -> str:
     for kind, spelling in _JSON_TABLE_TYPES:
         if isinstance(type_, kind):
             return spelling
     raise TypeError(f"no JSON_TABLE type for {type_!r}")
-
-
-def _errno(error: sa.exc.DBAPIError) -> int | None:
-    args = getattr(error.orig, "args", ())
-    return args[0] if args and isinstance(args[0], int) else None
-
-
-def _driver_cursor(cursor: Any) -> Any:
-    """A new driver cursor on the connection ``cursor`` (a cursor or a CursorResult) ran on."""
-    if hasattr(cursor, "execute"):
-        return cursor.connection.cursor()
-    return cursor.context.root_connection.connection.dbapi_connection.cursor()

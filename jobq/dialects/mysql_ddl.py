@@ -47,6 +47,7 @@ def _create_index(create: CreateIndex, compiler: Any, **kw: Any) -> str:
     if where is None:
         return compiler.visit_create_index(create, **kw)
     sql = compiler.sql_compiler
+    assert index.name is not None, "jobq names every index it marks partial"
     flag = compiler.preparer.quote(partial_index_column(index.name))
     condition = sql.process(where, include_table=False, literal_binds=True)
     columns = [
@@ -67,6 +68,7 @@ def _drop_index(drop: DropIndex, compiler: Any, **kw: Any) -> str:
     index = drop.element
     if _partial_where(index) is None:
         return compiler.visit_drop_index(drop, **kw)
+    assert index.name is not None, "jobq names every index it marks partial"
     flag = compiler.preparer.quote(partial_index_column(index.name))
     return (
         f"ALTER TABLE {compiler.preparer.format_table(index.table)} "

@@ -16,14 +16,11 @@ from sqlalchemy.engine import Connection, Engine
 from jobq.db.errors import LockNotAcquired
 from jobq.db.outage import Outage
 from jobq.db.prepared import RowReader
-from jobq.dialects.base import (
-    MIGRATION_LOCK,
-    Dialect,
-    lease_of,
-    release_session_lock,
-)
+from jobq.dialects.base import Dialect
+from jobq.dialects.leases import lease_of
 from jobq.dialects.postgresql_listen import CHANNEL, ENDED_CHANNEL, start_listening
 from jobq.dialects.schema import LOCK_KEY_HELD, task_edges, tasks
+from jobq.dialects.session_lock import MIGRATION_LOCK, release_session_lock
 
 c = tasks.c
 

@@ -14,7 +14,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
 from jobq.db.prepared import Prepared
-from jobq.dialects.mysql import MySQLDialect, _ordered_update, _pymysql_conversions, _Rows
+from jobq.dialects.mysql import MySQLDialect, _pymysql_conversions
+from jobq.dialects.mysql_inserts import Rows as _Rows
+from jobq.dialects.mysql_updates import ordered_update as _ordered_update
 from jobq.dialects.schema import locks, tasks
 
 c = tasks.c
