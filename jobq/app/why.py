@@ -70,7 +70,7 @@ def explain(store: TaskStore, id: int) -> Explanation:
         row = conn.execute(stmt).first()
     if row is None:
         raise TaskNotFound(id=id)
-    now: datetime = as_utc(row.db_now)  # type: ignore[assignment]
+    now: datetime = as_utc(row.db_now)
     status = Status(row.status)
     details: dict[str, Any] = {
         "status": status.value,
@@ -194,7 +194,7 @@ def _waiting(store: TaskStore, row: Any, now: datetime, details: dict[str, Any])
     by its lock key, then its queue's limit; with no live worker serving its queue nothing
     takes it at all, which is said in any case.
     """
-    run_at: datetime = as_utc(row.run_at)  # type: ignore[assignment]
+    run_at: datetime = as_utc(row.run_at)
     details["run_at"] = _iso(run_at)
     failed = Status(row.status) is Status.FAILED
     if failed:

@@ -119,9 +119,9 @@ def worker_document(worker: LiveWorker) -> dict[str, Any]:
     }
 
 
-def unregistered_worker_document(worker_id: str) -> dict[str, Any]:
+def unregistered_worker_document(worker_id: str | None) -> dict[str, Any]:
     """A worker id that holds running tasks but has no registry row (forgotten after an
-    hour unseen, or a process that captured without registering)."""
+    hour unseen, or a process that captured without registering); None: an empty id."""
     return {
         "id": worker_id,
         "host": None,
@@ -152,7 +152,7 @@ def running_document(task: Task) -> dict[str, Any]:
 def _value(value: Any) -> Any:
     """A field's value as JSON: times in UTC, undecodable documents said to be so."""
     if isinstance(value, datetime):
-        return as_utc(value).isoformat()  # type: ignore[union-attr]
+        return as_utc(value).isoformat()
     if isinstance(value, Undecodable):
         return {"undecodable": True, "reason": value.reason, "text": value.text}
     if isinstance(value, Status):

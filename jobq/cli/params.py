@@ -170,6 +170,7 @@ def task_line(text: str) -> TaskLine:
                 raise ValueError(f"'delay': {error}") from None
         else:
             bounds = PRIORITY if key == "priority" else RETRIES
+            assert bounds.min is not None  # both ranges have a lower bound
             check_int(key, value, minimum=bounds.min)
             if bounds.max is not None and value > bounds.max:
                 raise InvalidOption(option=key, reason=f"{value} is above {bounds.max}")

@@ -276,9 +276,9 @@ def process_command(ctx: click.Context) -> Callable[[int], list[str]]:
         name = param.name
         if not isinstance(param, click.Option) or name in _NOT_PASSED_ON:
             continue
-        if ctx.get_parameter_source(name) is ParameterSource.DEFAULT:  # type: ignore[arg-type]
+        if ctx.get_parameter_source(name) is ParameterSource.DEFAULT:
             continue
-        value = ctx.params[name]  # type: ignore[index]
+        value = ctx.params[name]
         if param.is_flag:
             options += [param.opts[0]] if value else []
         elif value is not None:

@@ -53,12 +53,13 @@ def end_values(
     dialect: Dialect,
     status: Status,
     *,
-    next_run: sa.ColumnElement[Any],
+    next_run: sa.ColumnElement[Any] | datetime,
     result: sa.ColumnElement[Any],
-    error: sa.ColumnElement[Any],
+    error: sa.ColumnElement[Any] | str | None,
     terminal: sa.ColumnElement[bool] | None = None,
 ) -> dict[str, Any]:
-    """The SET clause ending a run with ``status``, given SQL for its parts.
+    """The SET clause ending a run with ``status``, given SQL (or values: cron's rows pass
+    a moment and an error) for its parts.
 
     - done: stores ``result`` and clears the error.
     - failed: with retries left, the task returns at ``next_run``, else it is terminal;

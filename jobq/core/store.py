@@ -93,7 +93,7 @@ class TaskStore:
         made = self._capabilities.get(kind)
         if made is None:
             made = self._capabilities[kind] = kind(self)
-        return made  # type: ignore[no-any-return]
+        return made
 
     def __repr__(self) -> str:
         return f"Store({self.db!r})"

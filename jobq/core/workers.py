@@ -97,9 +97,9 @@ class WorkerRegistry:
         return [
             LiveWorker(
                 worker_id=r.worker_id, host=r.host, pid=r.pid, queues=r.queues,
-                concurrency=r.concurrency, started_at=as_utc(r.started_at),  # type: ignore[arg-type]
-                last_seen=as_utc(r.last_seen), alive=bool(r.alive),  # type: ignore[arg-type]
-                last_seen_ago=(as_utc(r.db_now) - as_utc(r.last_seen)).total_seconds(),  # type: ignore[operator]
+                concurrency=r.concurrency, started_at=as_utc(r.started_at),
+                last_seen=as_utc(r.last_seen), alive=bool(r.alive),
+                last_seen_ago=(as_utc(r.db_now) - as_utc(r.last_seen)).total_seconds(),
                 timed_out=int(r.timed_out), supervisor_pid=r.supervisor_pid,
             )
             for r in rows

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from jobq.db.errors import InvalidOption, InvalidTaskArguments, PayloadTooLarge
@@ -161,10 +161,11 @@ def json_size_at_least(value: Any, limit: int) -> int:
         container = pending.pop()
         # Brackets, commas; an object's keys with their quotes and colons.
         size += 1 + len(container)
+        members: Iterable[Any] = container
         if isinstance(container, dict):
             size += 3 * len(container) + sum(len(k) for k in container if type(k) is str)
-            container = container.values()
-        for member in container:  # the cheapest checks first: this loop is the walk
+            members = container.values()
+        for member in members:  # the cheapest checks first: this loop is the walk
             kind = type(member)
             if kind in _SCALARS:
                 size += 1

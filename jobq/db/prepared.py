@@ -93,7 +93,7 @@ class RowReader:
         # (position, processor) of the columns whose driver values need converting.
         self._processors: list[tuple[int, Callable[[Any], Any]]] = []
         for position, column in enumerate(columns):
-            processor = (
+            processor: Processor = (
                 None if final else column.type.dialect_impl(dialect).result_processor(dialect, None)
             )
             if isinstance(column.type, sa.DateTime):

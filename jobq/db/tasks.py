@@ -6,7 +6,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
 from jobq.db.errors import UnknownStatus
 
@@ -36,6 +36,18 @@ class Status(enum.StrEnum):
 
 #: Status by value: a dict lookup, several times faster than calling the enum.
 _STATUSES = {s.value: s for s in Status}
+
+
+@overload
+def as_utc(moment: datetime) -> datetime: ...
+
+
+@overload
+def as_utc(moment: None) -> None: ...
+
+
+@overload
+def as_utc(moment: datetime | None) -> datetime | None: ...
 
 
 def as_utc(moment: datetime | None) -> datetime | None:

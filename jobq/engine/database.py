@@ -14,7 +14,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -34,6 +34,10 @@ from jobq.db.urls import POOLER_PARAMETER, parse_url, safe_url, scrub, shown_url
 from jobq.dialects.base import READ_ONLY, Dialect
 from jobq.dialects.named import dialect_named, supported
 from jobq.engine.driver_runs import DriverRuns, ping_when_idle_long
+
+if TYPE_CHECKING:
+    # Type-only: SQLAlchemy's DB-API protocols are not part of every 2.0 release.
+    from sqlalchemy.engine.interfaces import DBAPIModule
 
 DEFAULT_DATABASE_URL = "sqlite:///jobq.db"
 # How often a unit aborted by a deadlock is tried in all, and the first pause after one.
@@ -99,7 +103,7 @@ class Database(DriverRuns):
         # A forked child must not use its parent's sockets: it starts with none idle.
         forget = weakref.WeakMethod(self._forget_idle_connections)
         os.register_at_fork(after_in_child=lambda: (method := forget()) and method())
-        self._driver_error: type[Exception] = engine.dialect.loaded_dbapi.Error
+        self._driver_error: type[DBAPIModule.Error] = engine.dialect.loaded_dbapi.Error
         self._raw_ok = self.dialect.raw_connections_ok(engine)
         if self.dialect.raw_from_pool:
             ping_when_idle_long(engine)
@@ -287,7 +291,10 @@ class Database(DriverRuns):
         try:
             conn = engine.connect()
             if is_patient():
-                self.engine.dialect.do_ping(conn.connection.dbapi_connection)
+                driver_connection = conn.connection.dbapi_connection
+                # None only once the connection is closed or invalidated; this one is new.
+                assert driver_connection is not None
+                self.engine.dialect.do_ping(driver_connection)
         except (sa.exc.DBAPIError, self._driver_error) as error:
             if conn is not None:
                 conn.invalidate()  # the pool connects anew

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -20,6 +20,9 @@ from sqlalchemy.engine import Engine
 from jobq.dialects.base import Dialect
 
 if TYPE_CHECKING:
+    # Type-only: SQLAlchemy's DB-API protocols are not part of every 2.0 release.
+    from sqlalchemy.engine.interfaces import DBAPIModule
+
     from jobq.db.errors import DatabaseUnavailable
 
 # Driver connections run() keeps for reuse; more are closed after use.
@@ -38,7 +41,7 @@ class DriverRuns:
     dialect: Dialect
     # Driver connections owned by run(), each with when it was last put back.
     _idle: list[tuple[Any, float]]
-    _driver_error: type[Exception]
+    _driver_error: type[DBAPIModule.Error]
 
     if TYPE_CHECKING:
 
@@ -110,13 +113,17 @@ class DriverRuns:
                 pooled.close()  # back to the pool, idle
         return outcome
 
-    def _driver_failure(self, sql: str, params: Any, error: Exception, lost: bool) -> Exception:
+    def _driver_failure(
+        self, sql: str, params: Any, error: DBAPIModule.Error, lost: bool
+    ) -> Exception:
         """What a driver's ``error`` on a raw statement becomes (see translate)."""
         wrapped = sa.exc.DBAPIError.instance(
             sql, params, error, self._driver_error,
             connection_invalidated=lost, dialect=self.engine.dialect,
         )  # fmt: skip
-        return self.translate(wrapped)
+        # ``error`` is an instance of the driver's Error, the base passed along: instance()
+        # wraps such an error in a DBAPIError (a StatementError only for errors outside it).
+        return self.translate(cast(sa.exc.DBAPIError, wrapped))
 
     def _forget_idle_connections(self) -> None:
         """In a forked child: drop the parent's connections, unclosed (they are its)."""

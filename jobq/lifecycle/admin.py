@@ -78,7 +78,7 @@ class TaskAdmin:
             .order_by(c.lock_key)
         )
         with self.db.unit(read_only=True) as conn:
-            return [tuple(row) for row in conn.execute(stmt)]  # type: ignore[misc]
+            return [tuple(row) for row in conn.execute(stmt)]
 
     def retry(self, id: int) -> bool:
         """Queue task ``id`` again now if it failed or was cancelled; False otherwise.
@@ -157,7 +157,7 @@ class TaskAdmin:
             return None
         read = self.dialect.row_reader([*tasks.c, now], self.db.engine)
         *values, at = read(rows[0])
-        return Task.from_values(values), as_utc(at)  # type: ignore[return-value]
+        return Task.from_values(values), as_utc(at)
 
     def list_tasks(
         self,
@@ -204,7 +204,7 @@ class TaskAdmin:
         with self.db.unit(read_only=True) as conn:
             rows = conn.execute(stmt).all()
         return {
-            queue: max((as_utc(at_now) - as_utc(oldest)).total_seconds(), 0.0)  # type: ignore[operator]
+            queue: max((as_utc(at_now) - as_utc(oldest)).total_seconds(), 0.0)
             for queue, oldest, at_now in rows
         }
 
@@ -231,7 +231,7 @@ class TaskAdmin:
             count, first, at_now = conn.execute(stmt).one()
         if not count:
             return 0, None
-        return count, max((as_utc(first) - as_utc(at_now)).total_seconds(), 0.0)  # type: ignore[operator]
+        return count, max((as_utc(first) - as_utc(at_now)).total_seconds(), 0.0)
 
     def counts(self) -> dict[tuple[str, Status], int]:
         """How many tasks each (queue, status) holds.

@@ -115,7 +115,7 @@ class TaskCounts:
         for queue, status, n, first_due, now in rows:
             counts[(queue, status)] = n
             if first_due is not None:
-                waited = (as_utc(now) - as_utc(first_due)).total_seconds()  # type: ignore[operator]
+                waited = (as_utc(now) - as_utc(first_due)).total_seconds()
                 oldest[queue] = max(oldest.get(queue, 0.0), waited, 0.0)
         return counts, oldest
 

@@ -224,7 +224,9 @@ BULK = {"retry": "retried", "cancel": "cancelled"}
 def _bulk(store: Store, action: str, ids: list[int]) -> Outcome:
     """``action`` (retry or cancel, as the task page's buttons do) on each of ``ids``,
     each in its own transaction; a flash message counting what was done and what not."""
-    done, not_done, gone = [], [], []
+    done: list[int] = []
+    not_done: list[int] = []
+    gone: list[int] = []
     for task_id in ids:
         try:
             acted = store.retry(task_id) if action == "retry" else store.cancel(task_id)

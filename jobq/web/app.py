@@ -97,9 +97,10 @@ def create_app(
     ``finished_interval`` (see jobq.observe.counting). A URL given makes a Store the app disposes of
     when its lifespan ends; a Store given stays the caller's.
     """
-    owned = not isinstance(store_or_url, Store)
-    store = Store(store_or_url) if owned else store_or_url
-    assert isinstance(store, Store)
+    if isinstance(store_or_url, Store):
+        store, owned = store_or_url, False
+    else:
+        store, owned = Store(store_or_url), True
     token = token or None
     trusted = proxy_networks(trusted_proxies)  # a bad entry: ValueError naming it
     sessions = Sessions()

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -98,7 +99,8 @@ class TaskPage:
     up (None otherwise): the page then says so, and ``older`` continues the search.
     """
 
-    rows: list[Any]
+    #: LIST_COLUMNS and the error's first characters (a row of any width to the checker).
+    rows: Sequence[sa.Row[*tuple[Any, ...]]]
     older: int | None
     searched: int | None
     before: int | None

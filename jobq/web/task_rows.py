@@ -4,6 +4,7 @@ database's clock read in the same statement, for the ages the page shows."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -161,8 +162,8 @@ class Neighbours:
     """A workflow node's parents (in its ``after=`` order) and children, each an (id,
     name, status) row, the first NEIGHBOURS of each; status None for a parent gone."""
 
-    parents: list[Any]
-    children: list[Any]
+    parents: Sequence[sa.Row[Any, Any, Any]]
+    children: Sequence[sa.Row[Any, Any, Any]]
 
 
 def neighbours(store: Store, task_id: int) -> Neighbours:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from jobq.db.errors import InvalidWorkflow
 from jobq.db.validation import INT32, check_datetime, check_int, check_key, check_seconds
@@ -223,16 +223,25 @@ def chain(*parts: Part) -> Chain:
     return Chain(tuple(_part(part) for part in parts))
 
 
-def group(*parts: Part) -> Group:
+@overload
+def group(parts: Iterable[Part], /) -> Group: ...
+
+
+@overload
+def group(*parts: Part) -> Group: ...
+
+
+def group(*parts: Part | Iterable[Part]) -> Group:
     """The parts run in parallel: ``group(a.s(x=1), a.s(x=2))``; also group(iterable)."""
+    members: Sequence[object] = parts
     if len(parts) == 1 and not isinstance(parts[0], Part):
         try:
-            parts = tuple(parts[0])  # group(task.s(x=n) for n in range(10))
+            members = tuple(parts[0])  # group(task.s(x=n) for n in range(10))
         except TypeError:
             _part(parts[0])  # says what it is instead
-    if not parts:
+    if not members:
         raise InvalidWorkflow(reason="a group needs at least one part")
-    return Group(tuple(_part(part) for part in parts))
+    return Group(tuple(_part(part) for part in members))
 
 
 def chord(header: Group | Iterable[Part], callback: Part) -> Chord:

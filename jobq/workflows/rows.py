@@ -77,7 +77,9 @@ class Workflows:
         def write(conn: Connection) -> tuple[int, list[int]]:
             now = conn.execute(sa.select(self.dialect.now())).scalar_one() if delays else None
             header = sa.insert(workflows).values(nodes=len(nodes), created_at=self.dialect.now())
-            workflow_id = int(conn.execute(header).inserted_primary_key[0])
+            inserted = conn.execute(header).inserted_primary_key
+            assert inserted is not None  # None only when no row was inserted; this writes one
+            workflow_id = int(inserted[0])
             insert = _node_insert(self.dialect)
             records = [_record(node, now) for node in nodes]
             for chunk in chunked_records(records, room):
@@ -247,7 +249,7 @@ class Workflows:
             .order_by(e.child_id, e.position)
         )
         with self.db.unit(read_only=True) as conn:
-            return [tuple(row) for row in conn.execute(query)]  # type: ignore[misc]
+            return [tuple(row) for row in conn.execute(query)]
 
     def parents(self, id: int) -> list[tuple[int, Task | None]]:
         """The parents of task ``id``, in its ``after=`` order: (parent id, its task, or
@@ -394,7 +396,7 @@ def _record(node: NodeRow, now: datetime | None) -> dict[str, Any]:
     signature = node.signature
     delay = signature.delay or 0.0
     if signature.run_at is not None and now is not None:
-        delay = (as_utc(signature.run_at) - as_utc(now)).total_seconds()  # type: ignore[operator]
+        delay = (as_utc(signature.run_at) - as_utc(now)).total_seconds()
     return {
         "position": node.index,
         "queue_id": signature.queue,
