@@ -88,12 +88,11 @@ class Periodic:
         """Every stored schedule, by name."""
         with self.db.unit(read_only=True) as conn:
             rows = conn.execute(state_query().order_by(s.name)).all()
-        # next_run: as_utc of a NOT NULL column, never None (its annotation allows None).
         return [
             ScheduleState(
                 name=row.name, task=row.task, queue=row.queue_id, cron=row.cron,
                 timezone=row.timezone, enabled=row.enabled, defined=row.defined,
-                status=Status(row.status), next_run=as_utc(row.run_at),  # type: ignore[arg-type]
+                status=Status(row.status), next_run=as_utc(row.run_at),
                 last_run=as_utc(row.started_at), last_status=row.last_status,
                 task_id=row.task_id,
             )

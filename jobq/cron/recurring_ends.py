@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -113,15 +113,11 @@ class RecurringEnds:
         """The SET clause ending ``row``'s run as ``end`` says, and the schedule's last status."""
         delay = next_delay(end.status, end.attempt, end.retry_delay, self.store.backoff)
         next_run = self.dialect.now_plus(delay) if run_at is None else as_utc(run_at)
-        # end_values binds plain values (a datetime, an error's text) as SQLAlchemy binds
-        # any value; its parameters are annotated as SQL expressions only (jobq.core.run_end).
-        next_run_sql = cast("sa.ColumnElement[Any]", next_run)
-        error_sql = cast("sa.ColumnElement[Any]", end.error)
         if row.name is None:
             # Its schedule is gone (a database without foreign keys lost it): end it as a
             # plain task, so it cannot come straight back.
             values = end_values(
-                self.dialect, end.status, next_run=next_run_sql, result=end.result, error=error_sql
+                self.dialect, end.status, next_run=next_run, result=end.result, error=end.error
             )
             return {**values, "recurring": False}, None
         active = row.enabled and row.defined
@@ -133,7 +129,7 @@ class RecurringEnds:
         )
         if keeps_tick and active:
             values = end_values(
-                self.dialect, end.status, next_run=next_run_sql, result=end.result, error=error_sql
+                self.dialect, end.status, next_run=next_run, result=end.result, error=end.error
             )
             return values, last_status
         # The tick is over, or the schedule is paused: the row rests until its next tick.
