@@ -60,8 +60,6 @@ class TaskStore:
         self.dialect = self.db.dialect
         # Decodes raw task rows with SQLAlchemy's type processors.
         self._read = self.dialect.row_reader(list(tasks.c), self.engine)
-        #: Chooses the delay before a failed task's retry when set_status is not told.
-        self.backoff: Backoff = backoff or ExponentialBackoff()
         #: Called by dispose(): what threads of this Store's own hold (a waiters' LISTEN).
         self.on_dispose: list[Callable[[], None]] = []
         #: What capabilities registered to act inside capture and the ends (jobq.core.hooks).
@@ -82,10 +80,21 @@ class TaskStore:
         self.capturer = Capturer(self.db, self.dialect, self.hooks, self._read)
         self.capture = self.capturer.capture
         #: The fenced ends of runs (jobq.core.ends).
-        self.ends = EndRecorder(self.db, self.dialect, self.hooks, self.capturer, self.backoff)
+        self.ends = EndRecorder(
+            self.db, self.dialect, self.hooks, self.capturer, backoff or ExponentialBackoff()
+        )
         self.set_status = self.ends.set_status
         self.set_statuses = self.ends.set_statuses
         self.complete_and_capture = self.ends.complete_and_capture
+
+    @property
+    def backoff(self) -> Backoff:
+        """Chooses the delay before a failed task's retry when set_status is not told."""
+        return self.ends.backoff
+
+    @backoff.setter
+    def backoff(self, backoff: Backoff) -> None:
+        self.ends.backoff = backoff
 
     def capability(self, kind: Callable[[TaskStore], _C]) -> _C:
         """This store's one ``kind(self)``, made on its first use: the object of a
@@ -117,7 +126,7 @@ class TaskStore:
 
         migrations.check(self.db)
 
-    # --- capture and the fenced writes ----------------------------------------------
+    # --- heartbeat and notifications --------------------------------------------------
 
     def heartbeat(
         self,
