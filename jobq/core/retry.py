@@ -10,7 +10,7 @@ from typing import Protocol
 
 from jobq.db.durations import MAX_SECONDS
 
-log = logging.getLogger("jobq.core.retry")
+log = logging.getLogger("jobq.retry")
 
 
 class Backoff(Protocol):

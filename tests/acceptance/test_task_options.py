@@ -229,7 +229,7 @@ def test_a_number_as_backoff_is_honoured_and_the_tasks_own_error_is_stored(
     assert task.error is not None and "RuntimeError: no luck for x" in task.error
     assert "has no attribute" not in task.error
     lines: list[dict[str, Any]] = [json.loads(line) for line in finished.stderr().splitlines()]
-    assert not [line for line in lines if line["logger"] == "jobq.core.retry"]  # no fallback
+    assert not [line for line in lines if line["logger"] == "jobq.retry"]  # no fallback
     runs = [line for line in lines if line.get("task_id") == task_id]
     starts = {line["attempt"]: line for line in runs if line["message"].endswith("started")}
     ends = {line["attempt"]: line for line in runs if line.get("status") == "failed"}

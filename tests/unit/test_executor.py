@@ -106,5 +106,5 @@ def test_a_failing_backoff_keeps_the_tasks_own_error_and_its_failure_line(
     assert outcome.retry_delay is not None and 0 <= outcome.retry_delay <= 1
     assert "has no attribute" not in (outcome.error or "")
     lines = {record.name: record.getMessage() for record in caplog.records}
-    assert "backoff" in lines["jobq.core.retry"] and "AttributeError" in lines["jobq.core.retry"]
+    assert "backoff" in lines["jobq.retry"] and "AttributeError" in lines["jobq.retry"]
     assert "explode failed in" in lines["jobq.task"] and "ValueError: boom" in lines["jobq.task"]

@@ -193,7 +193,7 @@ def test_a_policy_failing_at_run_time_falls_back_to_the_default_and_says_so(
     gives: object, caplog: pytest.LogCaptureFixture
 ) -> None:
     definition = TaskDefinition(name="send", func=send, backoff=Broken(gives))  # type: ignore[arg-type]
-    with caplog.at_level("ERROR", logger="jobq.core.retry"):
+    with caplog.at_level("ERROR", logger="jobq.retry"):
         delay = definition.retry_delay(3)
     default = jobq.ExponentialBackoff()
     assert (
