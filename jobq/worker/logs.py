@@ -230,10 +230,23 @@ class LineBuffer(logging.StreamHandler[TextIO]):
             self.flush()
 
 
+def lost_connection_reset(record: logging.LogRecord) -> bool:
+    """Whether ``record`` is SQLAlchemy's pool saying (with a traceback) that it could not
+    reset a connection returned to it because the connection was lost: the pool drops that
+    connection by itself, and a worker has said once that its database is unreachable
+    (jobq.db.outage), so the record is noise, and a traceback in the worker's log."""
+    if not record.name.startswith("sqlalchemy.pool") or record.exc_info is None:
+        return False
+    error = record.exc_info[1]
+    lost = isinstance(error, OSError) or type(error).__name__ == "OperationalError"
+    return record.getMessage() == "Exception during reset or similar" and lost
+
+
 def configure(level: str, log_format: str) -> None:
     """Send the root logger's records to stderr at ``level``, as 'text' or 'json' lines."""
     handler = LineBuffer(sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    handler.addFilter(lambda record: not lost_connection_reset(record))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

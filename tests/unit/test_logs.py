@@ -18,6 +18,7 @@ from jobq.worker.logs import (
     RecordMaker,
     TextFormatter,
     in_and_at,
+    lost_connection_reset,
     seconds,
     stopped_summary,
 )
@@ -214,3 +215,33 @@ def test_lines_logged_from_many_threads_at_once_are_all_written_in_each_threads_
     for t in range(threads):
         mine = [int(line.split()[-1]) for line in written if line.split()[1] == f"t{t}"]
         assert mine == list(range(lines))
+
+
+def pool_record(message: str, error: BaseException | None) -> logging.LogRecord:
+    """A record as SQLAlchemy's pool logs it (pool.logger.error(..., exc_info=True))."""
+    exc_info = None if error is None else (type(error), error, None)
+    return logging.LogRecord(
+        "sqlalchemy.pool.impl.QueuePool", logging.ERROR, __file__, 1, message, (), exc_info
+    )
+
+
+class OperationalError(Exception):
+    """Named as the DB-API's error for a lost connection (PyMySQL's, psycopg's)."""
+
+
+@pytest.mark.parametrize(
+    "error", [OperationalError(2013, "Lost connection to MySQL server"), BrokenPipeError()]
+)
+def test_a_reset_of_a_lost_connection_is_left_out_of_the_worker_log(error: Exception) -> None:
+    assert lost_connection_reset(pool_record("Exception during reset or similar", error))
+
+
+def test_other_pool_errors_and_other_loggers_stay_in_the_worker_log() -> None:
+    assert not lost_connection_reset(pool_record("Exception during reset or similar", None))
+    assert not lost_connection_reset(
+        pool_record("Exception during reset or similar", ValueError("a bug"))
+    )
+    assert not lost_connection_reset(pool_record("Error closing cursor", OperationalError()))
+    other = pool_record("Exception during reset or similar", OperationalError())
+    other.name = "jobq.worker"
+    assert not lost_connection_reset(other)
