@@ -42,45 +42,53 @@ def sent(store: jobq.Store) -> Iterator[list[str]]:
         sa.event.remove(store.engine, "before_cursor_execute", record)
 
 
+class Steps(list[tuple[str, list[str]]]):
+    """Each step's name and the statements it sent; calling it runs and records a step."""
+
+    def __init__(self, store: jobq.Store) -> None:
+        super().__init__()
+        self.store = store
+
+    def __call__(self, name: str, call: Callable[[], Any]) -> Any:
+        with sent(self.store) as texts:
+            value = call()
+        self.append((name, list(texts)))
+        return value
+
+
 def scenario(store: jobq.Store) -> list[tuple[str, list[str]]]:
     """Each step of a worker's hot path, with the statements it sent."""
     for n in range(6):
         store.enqueue("short" if n % 2 else "plain", {"n": n}, queue="q" if n < 4 else "r")
     store.enqueue("keyed", {}, queue="q", lock_key="k")
-    steps: list[tuple[str, list[str]]] = []
+    steps = Steps(store)
 
-    def step(name: str, call: Callable[[], Any]) -> Any:
-        with sent(store) as texts:
-            value = call()
-        steps.append((name, list(texts)))
-        return value
-
-    one = step("capture every queue", lambda: store.capture(1, worker_id="w"))
-    two = step("capture two queues", lambda: store.capture(2, queues=["q", "r"], worker_id="w"))
-    three = step("capture one queue, leases by name",
+    one = steps("capture every queue", lambda: store.capture(1, worker_id="w"))
+    two = steps("capture two queues", lambda: store.capture(2, queues=["q", "r"], worker_id="w"))
+    three = steps("capture one queue, leases by name",
                  lambda: store.capture(1, queues="q", worker_id="w", lease=LEASES))  # fmt: skip
-    four = step("capture with a lease in seconds",
+    four = steps("capture with a lease in seconds",
                 lambda: store.capture(1, worker_id="w", lease=9.5))  # fmt: skip
     assert all(isinstance(batch, list) and batch for batch in (one, two, three, four))
     runs = [*one, *two, *three, *four]
-    step("heartbeat", lambda: store.heartbeat("w", [(t.id, t.attempt) for t in runs]))
-    step("heartbeat, leases by name",
+    steps("heartbeat", lambda: store.heartbeat("w", [(t.id, t.attempt) for t in runs]))
+    steps("heartbeat, leases by name",
          lambda: store.heartbeat("w", [(t.id, t.attempt) for t in runs], lease=LEASES))  # fmt: skip
     first, second, third, fourth, fifth = runs
-    step("set_status done", lambda: store.set_status(first.id, first.attempt, "done", result=1))
-    step("set_status failed, retry delay",
+    steps("set_status done", lambda: store.set_status(first.id, first.attempt, "done", result=1))
+    steps("set_status failed, retry delay",
          lambda: store.set_status(second.id, second.attempt, Status.FAILED, error="e",
                                   retry_delay=3))  # fmt: skip
-    step("set_statuses", lambda: store.set_statuses([
+    steps("set_statuses", lambda: store.set_statuses([
         Completion(third.id, third.attempt, Status.DONE, result={"ok": True}),
         Completion(fourth.id, fourth.attempt, Status.QUEUED, retry_delay=1.0),
     ]))  # fmt: skip
-    step("complete and capture", lambda: store.complete_and_capture(
+    steps("complete and capture", lambda: store.complete_and_capture(
         [Completion(fifth.id, fifth.attempt, Status.FAILED, error="boom")],
         2, queues=["q"], worker_id="w",
     ))  # fmt: skip
-    step("stale end", lambda: store.set_status(first.id, first.attempt, "done"))
-    step("rescue", store.rescue)
+    steps("stale end", lambda: store.set_status(first.id, first.attempt, "done"))
+    steps("rescue", store.rescue)
     return steps
 
 
@@ -102,23 +110,17 @@ def capability_scenario(app: jobq.App) -> list[tuple[str, list[str]]]:
     with store.engine.begin() as conn:  # the cron row falls due now
         conn.execute(sa.update(tasks).where(tasks.c.queue_id == "cron")
                      .values(run_at=sa.func.current_timestamp()))  # fmt: skip
-    steps: list[tuple[str, list[str]]] = []
+    steps = Steps(store)
 
-    def step(name: str, call: Callable[[], Any]) -> Any:
-        with sent(store) as texts:
-            value = call()
-        steps.append((name, list(texts)))
-        return value
-
-    limited = step("capture a limited queue",
+    limited = steps("capture a limited queue",
                    lambda: store.capture(2, queues=["limited"], worker_id="w"))  # fmt: skip
-    step("end runs of a limited queue", lambda: store.set_statuses(
+    steps("end runs of a limited queue", lambda: store.set_statuses(
         [Completion(t.id, t.attempt, Status.DONE) for t in limited]))  # fmt: skip
     node = store.capture(1, queues=["flow"], worker_id="w")[0]
-    step("end of a workflow node", lambda: store.set_statuses(
+    steps("end of a workflow node", lambda: store.set_statuses(
         [Completion(node.id, node.attempt, Status.DONE, result=1, in_workflow=True)]))  # fmt: skip
     tick = store.capture(1, queues=["cron"], worker_id="w")[0]
-    step("end of a cron row's run", lambda: store.set_statuses(
+    steps("end of a cron row's run", lambda: store.set_statuses(
         [Completion(tick.id, tick.attempt, Status.DONE)]))  # fmt: skip
     return steps
 
