@@ -11,7 +11,7 @@ a namespace, so 16 processes are 8 namespaces. They reach a PostgreSQL and a PgB
 
 - ``direct``: the server's own URL; each worker LISTENs there;
 - ``pooled``: PgBouncer with ``?jobq_pooler=transaction``, and ``--listen-url`` the
-  server's own URL (the README's set-up for many workers).
+  server's own URL (docs/how-to/pgbouncer.md's set-up for many workers).
 
 A run empties the tasks table (TRUNCATE, then ANALYZE: every run starts from the
 statistics of an empty table), starts its workers idle and waits until all have
@@ -210,7 +210,7 @@ class Bench:
             # One transaction of ours, as `jobq enqueue --file` makes: once it holds
             # 10,000 tasks jobq refreshes the statistics in it (ANALYZE), so the workers,
             # woken by its commit, plan for the tasks that wait. Without, on the emptied
-            # table, each capture read and sorted the whole backlog (README, scale_out.py).
+            # table, each capture read and sorted the whole backlog (docs/how-to/pgbouncer.md, scale_out.py).
             with store.engine.begin() as conn:
                 store.enqueue_many(SYNC_TASK, task_args, queue="backlog", connection=conn)
             phase.reltuples = watch.reltuples()

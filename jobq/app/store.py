@@ -16,7 +16,8 @@ capability is an attribute, made on the core and hooked into it (jobq.core.hooks
 
 The methods these had when Store was one class of mixins (``store.cancel``,
 ``store.pause_queue``, ``store.schedule_runs``, ...) are still there, as the capability's
-own bound methods: README.md lists them and the attribute each now belongs to.
+own bound methods: docs/reference/capabilities.md lists them and the attribute each now
+belongs to.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ write them):
   ``snippets: {shell: run}`` the ``jobq`` and ``python`` commands also run, in order
   with the Python blocks, and must exit 0 (or the status a trailing ``# exit N`` names);
   servers (``jobq worker`` without ``--burst``, ``jobq dashboard``, ``jobq metrics``)
-  are only parsed. Other programs (pip, systemctl, curl, export...) are not run.
+  are only parsed. Other programs (pip, systemctl, curl, export...), and ``python -m``
+  venv, pip or build, are not run.
 - Front matter ``snippets: {database: postgresql}`` (or ``mysql``) gives the page a fresh
   schema or database on the test server instead of SQLite; ``url: <placeholder>`` names
   a URL the page writes, replaced by that database's wherever it appears.
@@ -166,6 +167,8 @@ def read_page(path: Path) -> Page:
                 if run_shell and name in {"jobq", "python", "python3"}:
                     if name == "jobq" and runs_forever(args):
                         continue
+                    if args[:2] in (["-m", "venv"], ["-m", "pip"], ["-m", "build"]):
+                        continue  # installs: shown, not run
                     page.steps.append(Step("run", command, at, exit_status=exit_status))
     return page
 

@@ -1,6 +1,6 @@
 """jobq.Store: the core with each capability an object of its own, and the former methods kept.
 
-README.md ("Each capability is an object of the Store") promises that ``store.<capability>``
+docs/reference/capabilities.md promises that ``store.<capability>``
 does the work and that every method Store had as a class of mixins still answers, as the
 capability's own method. The core (TaskStore) names no capability: capabilities hook in.
 """
