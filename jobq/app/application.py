@@ -39,7 +39,18 @@ class App:
     """Tasks registered by name, and the Store they are enqueued into.
 
     The database URL is ``database_url``, else $JOBQ_DATABASE_URL, else sqlite:///jobq.db;
-    the Store is created when first used.
+    the Store is created when first used (InvalidDatabaseURL then, if the URL is bad).
+
+    Example:
+        ```python
+        import jobq
+        app = jobq.App()
+        app.migrate()
+        @app.task(queue="emails", retries=5)
+        def send(to: str) -> str:
+            return f"sent to {to}"
+        assert send.enqueue(to="a@example.com").status == "queued"  # for `jobq worker`
+        ```
     """
 
     def __init__(self, database_url: str | None = None) -> None:
@@ -81,13 +92,24 @@ class App:
         lock: str | None = None,
         backoff: Backoff | float | None = None,
     ) -> Any:
-        """Register a sync or async function as a task; use as ``@app.task`` or ``@app.task(...)``.
+        """Make a sync or async function a TaskFunction: ``@app.task`` or ``@app.task(...)``.
 
-        ``unique`` and ``lock`` are templates formatted from the task's arguments, such as
-        ``"report:{day}"``: ``unique`` keeps one pending copy per key, ``lock`` keeps two
-        runs with the same key from overlapping. A template naming an argument the function
-        does not take is an error here, not at run time. ``backoff``: seconds before a retry,
-        or jobq.FixedBackoff / jobq.ExponentialBackoff (the default); else a TypeError here.
+        Args:
+            name: the name rows and workers know it by; default the function's.
+            queue: the queue its runs wait in.
+            priority: higher priorities run first.
+            retries: how many failures it may retry after (3: four attempts at most).
+            timeout: seconds a run may take before it fails as timed out; None: no limit.
+            lease: seconds a worker holds a run unless its heartbeat renews it.
+            unique: a template formatted from the arguments (``"report:{day}"``): at most
+                one pending task per key.
+            lock: a template like ``unique``: no two runs of one key at once.
+            backoff: seconds before a retry, jobq.FixedBackoff or jobq.ExponentialBackoff.
+
+        Raises:
+            InvalidOption: a bad option, or a template naming an argument the function
+                does not take (here, not at run time).
+            TypeError: ``backoff`` is not a number nor a policy.
         """
 
         def register(function: Callable[..., Any]) -> TaskFunction:
@@ -349,7 +371,9 @@ class TaskFunction:
 
         Options start with an underscore so they never collide with the task's arguments:
         ``_delay`` (seconds), ``_run_at`` (datetime), ``_priority``, ``_queue``, and
-        ``_connection`` (enqueue inside that SQLAlchemy connection's transaction).
+        ``_connection`` (enqueue inside that SQLAlchemy connection's transaction: the task
+        exists only if it commits). Raises InvalidTaskArguments (arguments that do not fit
+        the function or are not JSON; nothing is written) or InvalidOption (a bad option).
         """
         options = _split_options(self.name, kwargs)
         return self.app.enqueue(self.name, kwargs, **options)
