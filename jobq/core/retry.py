@@ -14,9 +14,32 @@ log = logging.getLogger("jobq.retry")
 
 
 class Backoff(Protocol):
-    """A retry policy: the delay in seconds before retrying after failed attempt ``attempt``."""
+    """A retry policy: any object with a ``delay(attempt)`` method is one.
 
-    def delay(self, attempt: int) -> float: ...
+    Give it as ``@app.task(backoff=...)`` (or ``jobq.Store(url, backoff=...)``). jobq's
+    own are jobq.ExponentialBackoff (the default) and jobq.FixedBackoff.
+
+    Example:
+        ```python
+        import jobq
+
+        class Linear:
+            def delay(self, attempt: int) -> float:
+                return 10.0 * attempt  # 10 s, 20 s, 30 s...
+
+        app = jobq.App()
+
+        @app.task(retries=3, backoff=Linear())
+        def fetch(url: str) -> None: ...
+        ```
+    """
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before the retry that follows failed attempt ``attempt`` (1 for
+        the first run). A policy that raises, or returns anything but a number of seconds
+        from 0 to 100 years, is logged (logger ``jobq.retry``) and the default's delay is
+        used instead."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -24,7 +47,26 @@ class ExponentialBackoff:
     """``base * factor ** (attempt - 1)`` seconds, capped at ``maximum``, with full jitter.
 
     Full jitter (a uniform draw in [delay * (1 - jitter), delay]) spreads the retries of
-    tasks that failed together, so they do not return to the database in one wave.
+    tasks that failed together, so they do not return to the database in one wave. The
+    default policy is ``ExponentialBackoff()``: about 1 s, 2 s, 4 s... up to an hour.
+
+    Args:
+        base: seconds before the first retry, before jitter.
+        factor: what each further retry multiplies the delay by (>= 1).
+        maximum: the longest delay, in seconds.
+        jitter: the share of the delay drawn at random, from 0 (none) to 1.
+
+    Raises:
+        ValueError: a negative ``base`` or ``maximum``, a ``factor`` under 1, or a
+            ``jitter`` outside [0, 1].
+
+    Example:
+        ```python
+        import jobq
+
+        backoff = jobq.ExponentialBackoff(base=2, maximum=600, jitter=0)
+        assert [backoff.delay(n) for n in (1, 2, 3, 20)] == [2, 4, 8, 600]
+        ```
     """
 
     base: float = 1.0
@@ -39,6 +81,7 @@ class ExponentialBackoff:
             )
 
     def delay(self, attempt: int) -> float:
+        """Seconds before the retry after failed attempt ``attempt`` (1 for the first)."""
         exponent = max(attempt - 1, 0)
         # Cap the exponent first so a large attempt count cannot overflow a float.
         raw = self.base * self.factor ** min(exponent, 64)
@@ -48,7 +91,26 @@ class ExponentialBackoff:
 
 @dataclass(frozen=True)
 class FixedBackoff:
-    """The same delay after every failure."""
+    """The same delay after every failure; ``backoff=30`` on a task means FixedBackoff(30).
+
+    Args:
+        seconds: the delay, from 0 to 100 years.
+
+    Raises:
+        ValueError: ``seconds`` out of that range, or not a number.
+
+    Example:
+        ```python
+        import jobq
+
+        app = jobq.App()
+
+        @app.task(retries=5, backoff=jobq.FixedBackoff(30))
+        def poll(url: str) -> None: ...
+
+        assert jobq.FixedBackoff(30).delay(4) == 30
+        ```
+    """
 
     seconds: float = 1.0
 
@@ -59,6 +121,7 @@ class FixedBackoff:
             )
 
     def delay(self, attempt: int) -> float:
+        """``seconds``, whatever ``attempt``."""
         return self.seconds
 
 

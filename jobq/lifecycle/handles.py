@@ -23,6 +23,25 @@ class TaskHandle(int):
 
     ``handle.id`` and ``int(handle)`` are the plain id; ``str(handle)`` and JSON give the
     number; pickling gives a plain int (a TaskStore does not travel). Arithmetic gives ints.
+    ``enqueue`` returns one; ``App.handle(id)`` makes one for a task enqueued elsewhere.
+
+    Example:
+        ```python
+        import jobq
+        from jobq.worker import Worker
+
+        app = jobq.App()
+        app.migrate()
+
+        @app.task
+        def add(a: int, b: int) -> int:
+            return a + b
+
+        handle = add.enqueue(a=2, b=3)
+        assert handle.status == "queued" and handle == handle.id
+        Worker(app, burst=True, burst_wait=0).run()
+        assert handle.result(timeout=5) == 5
+        ```
     """
 
     #: The TaskStore the task lives in.
@@ -75,15 +94,25 @@ class TaskHandle(int):
     def result(self, timeout: float | None = None) -> Any:
         """Block until the task ends, and return its result.
 
-        Raises TaskFailed (its ``error`` holds the stored error, traceback included) if
-        it failed for good, TaskCancelled if it was cancelled, ResultTimeout if ``timeout``
-        seconds (None: no end; 0: do not wait) pass first, TaskNotFound if there is no
-        such task or its row is deleted meanwhile. ``timeout`` must be None or a finite
-        number >= 0 (else InvalidOption, before anything is read or written).
-        A database that restarts or ends its sessions meanwhile is waited for (its
-        connections replaced): DatabaseUnavailable only if it cannot be reached when
-        ``timeout`` passes. On PostgreSQL the database notifies the end (no polling);
-        elsewhere the row is read at growing intervals, 5 ms to 200 ms apart.
+        On PostgreSQL the database notifies the end (no polling); elsewhere the row is
+        read at growing intervals, 5 ms to 200 ms apart. A database that restarts or ends
+        its sessions meanwhile is waited for (its connections replaced).
+
+        Args:
+            timeout: seconds to wait at most; None: no end; 0: do not wait. None or a
+                finite number >= 0.
+
+        Returns:
+            What the task returned (as stored: JSON, so a tuple comes back a list).
+
+        Raises:
+            TaskFailed: it failed for good; its ``error`` holds the stored error,
+                traceback included.
+            TaskCancelled: it was cancelled.
+            ResultTimeout: ``timeout`` seconds passed first; the task goes on.
+            TaskNotFound: there is no such task, or its row was deleted meanwhile.
+            InvalidOption: a bad ``timeout``, before anything is read or written.
+            DatabaseUnavailable: the database cannot be reached when ``timeout`` passes.
         """
         _check_timeout(timeout)
         return outcome(waiting.wait_for_end(self.store, int(self), timeout))
@@ -98,8 +127,16 @@ class TaskHandle(int):
     def cancel(self) -> bool:
         """Cancel the task (TaskStore.cancel): a waiting one at once, a running one by a request.
 
-        True if it did either, False if the task has ended already; TaskNotFound if
-        there is no such task.
+        A running task's worker sees the request within a second: an async run is
+        cancelled, a sync one sees it through jobq.check_cancelled(). The run's own end
+        decides: done and final failures stand; an end that would make it wait again is
+        recorded cancelled instead.
+
+        Returns:
+            True if it did either, False if the task has ended already.
+
+        Raises:
+            TaskNotFound: there is no such task.
         """
         return self.store.capability(TaskAdmin).cancel(int(self))
 

@@ -36,7 +36,30 @@ MESSAGE_LIMIT = 1000
 
 
 class Snooze(Exception):
-    """Raised by a task to wait ``seconds`` and run again: no retry spent, no error kept."""
+    """Raised by a task to wait ``seconds`` and run again: no retry spent, no error kept.
+
+    The task goes back to ``queued`` with ``run_at`` ``seconds`` from now; its next run
+    is a new attempt (``current_task().attempt`` grows).
+
+    Args:
+        seconds: how long to wait, a finite number >= 0.
+
+    Raises:
+        InvalidOption: ``seconds`` is not such a number.
+
+    Example:
+        ```python
+        import jobq
+
+        app = jobq.App()
+
+        @app.task
+        def poll(job: str) -> str:
+            if not ready(job):
+                raise jobq.Snooze(30)  # look again in 30 s
+            return "ready"
+        ```
+    """
 
     def __init__(self, seconds: float = 0.0) -> None:
         if isinstance(seconds, bool) or not isinstance(seconds, int | float):
@@ -84,8 +107,16 @@ PROGRESS = ProgressReports()
 def set_progress(current: float, total: float | None = None, message: str | None = None) -> None:
     """Record the running task's progress; its worker stores it within a second.
 
-    ``current`` and ``total`` are numbers (``total`` may be None: unknown), ``message`` a
-    short text. Bad values raise InvalidOption naming the one at fault.
+    ``TaskHandle.progress`` then reads ``{"current": ..., "total": ..., "message": ...}``,
+    which the row keeps after the task ends. Outside a run it does nothing.
+
+    Args:
+        current: how far it got, a number.
+        total: the number it goes to; None: unknown.
+        message: a short text, cut to 1,000 characters.
+
+    Raises:
+        InvalidOption: a bad value, naming the one at fault.
     """
     _check_number("current", current)
     if total is not None:
@@ -103,7 +134,22 @@ def set_progress(current: float, total: float | None = None, message: str | None
 def check_cancelled() -> None:
     """Raise jobq.Cancelled if a cancel of the running task was asked for.
 
-    Long loops call it between steps; the run then ends cancelled (no retry spent).
+    Long loops of sync tasks call it between steps; the run then ends cancelled (no
+    retry spent). The worker looks for cancel requests every half second. Outside a run
+    it does nothing.
+
+    Example:
+        ```python
+        import jobq
+
+        app = jobq.App()
+
+        @app.task
+        def resize_all(paths: list[str]) -> None:
+            for n, path in enumerate(paths):
+                jobq.check_cancelled()  # raises jobq.Cancelled once cancel() was asked
+                jobq.set_progress(n, len(paths), path)
+        ```
     """
     task: Task | None = current_task()
     if task is not None and task.cancel_requested:

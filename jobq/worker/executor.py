@@ -32,7 +32,27 @@ RAISED: ContextVar[Callable[[BaseException], None]] = ContextVar("jobq_raised")
 
 
 class Retry(Exception):
-    """Raised by a task to be run again after ``delay`` seconds (it spends a retry)."""
+    """Raised by a task to be run again after ``delay`` seconds (it spends a retry).
+
+    The run is recorded failed with the error ``Retry: <reason>``; with no retry left it
+    is failed for good. To wait without spending a retry, raise jobq.Snooze.
+
+    Args:
+        delay: seconds before the next attempt; None: the task's backoff decides.
+        reason: the error stored with the failed attempt.
+
+    Example:
+        ```python
+        import jobq
+
+        app = jobq.App()
+
+        @app.task(retries=10)
+        def charge(order: int) -> None:
+            if bank_is_busy():
+                raise jobq.Retry(delay=60, reason="the bank is busy")
+        ```
+    """
 
     def __init__(self, delay: float | None = None, reason: str = "retry requested") -> None:
         super().__init__(reason)
