@@ -38,7 +38,41 @@ from jobq.workflows.rows import Workflows
 
 
 class Store(TaskStore):
-    """Tasks in SQL rows, with every capability: see the module's docstring."""
+    """Tasks in SQL rows: the core (enqueue, capture, the fenced ends, heartbeat, rescue),
+    with every capability an attribute of its own.
+
+    ``store.admin`` (list, count, retry, cancel, purge, prune), ``store.queue_limits``,
+    ``store.pauses``, ``store.retention``, ``store.cron``, ``store.workflows`` and
+    ``store.locks``: see [Store capabilities](capabilities.md). Their methods are also
+    the Store's own (``store.cancel`` is ``store.admin.cancel``). An App makes its Store
+    when first used (``app.store``); make one yourself to work by task name, without an
+    app's definitions.
+
+    Args:
+        url_or_engine: a database URL, or a SQLAlchemy Engine to share (it keeps its
+            own settings); default $JOBQ_DATABASE_URL, else sqlite:///jobq.db.
+        backoff: the retry policy of failures that say no delay of their own
+            (jobq.ExponentialBackoff by default, or jobq.FixedBackoff).
+        listen_url: where workers and waiters listen for notifications when the URL goes
+            through a transaction pooler (``?jobq_pooler=transaction``): the server's own.
+
+    Raises:
+        InvalidDatabaseURL: a URL jobq cannot use; nothing connects before.
+        MissingExtra: the URL's driver is in an extra that is not installed.
+
+    Example:
+        ```python
+        import jobq
+
+        store = jobq.Store()  # $JOBQ_DATABASE_URL
+        store.migrate()
+        task_id = store.enqueue("report", {"day": "2026-11-21"}, unique_key="report:2026-11-21")
+        again = store.enqueue("report", {"day": "2026-11-21"}, unique_key="report:2026-11-21")
+        assert again == task_id  # one pending task per unique key
+        assert store.counts()[("default", jobq.Status.QUEUED)] == 1
+        assert store.cancel(task_id) and store.get(task_id).status == "cancelled"
+        ```
+    """
 
     def __init__(
         self,
@@ -47,8 +81,6 @@ class Store(TaskStore):
         backoff: Backoff | None = None,
         listen_url: str | sa.URL | None = None,
     ) -> None:
-        """``listen_url``: where workers and waiters listen for notifications when the URL
-        goes through a transaction pooler (``?jobq_pooler=transaction``): the server's own."""
         super().__init__(url_or_engine, backoff=backoff, listen_url=listen_url)
         self.admin = self.capability(TaskAdmin)
         self.queue_limits = self.capability(Limits)

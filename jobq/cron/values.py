@@ -58,6 +58,8 @@ class ScheduleState:
 
     @property
     def active(self) -> bool:
+        """Whether its ticks run: enabled (`jobq cron enable`) and still defined in the app
+        of the workers serving its queue."""
         return self.enabled and self.defined
 
 

@@ -62,9 +62,11 @@ class Limits:
     # --- the capture filter (jobq.core.hooks) -----------------------------------------
 
     def filtered(self, names: Sequence[str] | None) -> Mapping[str, Any]:
+        """The hook capture_filter's first part: limited_queues(names)."""
         return self.limited_queues(names)
 
     def withheld(self, names: Sequence[str]) -> bool:
+        """The hook capture_filter's second part: withheld_queues(names)."""
         return self.withheld_queues(names)
 
     def capture_filtered(
@@ -76,6 +78,8 @@ class Limits:
         worker_id: str,
         lease: float | Leases | None,
     ) -> list[Task]:
+        """The hook capture_filter's capture: the ``filtered`` queues' tasks, at most
+        ``limit``, as ``limiter`` allows (None: the database's own limits)."""
         return (limiter or SQL_LIMITER).capture(
             self, filtered, limit, worker_id=worker_id, lease=lease
         )
