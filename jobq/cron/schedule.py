@@ -44,6 +44,18 @@ class Cron:
     ``@hourly`` work too. The timezone is an IANA name; ticks are computed in it (so
     ``0 9 * * *`` is 9 o'clock local time across daylight saving changes) and returned
     in UTC. A bad expression raises InvalidOption saying which field is wrong and why.
+    ``@app.periodic(cron=..., timezone=...)`` makes one.
+
+    Example:
+        ```python
+        from datetime import UTC, datetime
+
+        import jobq
+
+        nine_in_paris = jobq.Cron("0 9 * * *", "Europe/Paris")
+        tick = nine_in_paris.next_after(datetime(2026, 7, 1, tzinfo=UTC))
+        assert tick == datetime(2026, 7, 1, 7, 0, tzinfo=UTC)  # summer time: UTC+2
+        ```
     """
 
     expression: str

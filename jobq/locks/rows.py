@@ -29,6 +29,19 @@ class Mutex(_RowLock):
     Suits work that must not start again until a person looks at why the last run stopped.
     A ``with`` block frees the mutex at its end only if it is still the one it took: if an
     operator freed it meanwhile and someone else holds it now, it stays held.
+    Make one with ``app.mutex(name)`` (or ``store.locks.mutex``); ``with`` raises
+    jobq.LockNotAcquired if it is not acquired within ``wait`` seconds.
+
+    Example:
+        ```python
+        import jobq
+
+        app = jobq.App()
+        app.migrate()
+        with app.mutex("nightly-import"):
+            assert not app.mutex("nightly-import").acquire()  # held: by anyone
+        assert app.mutex("nightly-import").acquire()  # freed at the block's end
+        ```
     """
 
     kind = "mutex"

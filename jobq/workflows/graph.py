@@ -217,7 +217,38 @@ def _part(value: Any) -> Part:
 
 
 def chain(*parts: Part) -> Chain:
-    """Each part runs once the previous one is done: ``chain(a.s(), b.s(), c.s())``."""
+    """Each part runs once the previous one is done: ``chain(a.s(), b.s(), c.s())``.
+
+    A part is a signature (``task.s(...)``), a chain, a group or a chord; a failure for
+    good, or a cancel, of one cancels every part after it. ``.enqueue()`` writes every
+    node in one transaction and returns a jobq.WorkflowHandle; a task reads what the
+    parts before it returned with jobq.parent_results().
+
+    Raises:
+        InvalidWorkflow: no parts, or a part that is none of those.
+
+    Example:
+        ```python
+        import jobq
+        from jobq.worker import Worker
+
+        app = jobq.App()
+        app.migrate()
+
+        @app.task
+        def add(a: int, b: int) -> int:
+            return a + b
+
+        @app.task
+        def total() -> int:
+            return sum(jobq.parent_results())
+
+        steps = jobq.chain(add.s(a=1, b=1), total.s()).enqueue()
+        fan_in = jobq.chord(jobq.group(add.s(a=1, b=2), add.s(a=3, b=4)), total.s()).enqueue()
+        Worker(app, burst=True, burst_wait=0).run()
+        assert steps.result(timeout=5) == 2 and fan_in.result(timeout=5) == 10
+        ```
+    """
     if not parts:
         raise InvalidWorkflow(reason="a chain needs at least one part")
     return Chain(tuple(_part(part) for part in parts))
@@ -232,7 +263,13 @@ def group(*parts: Part) -> Group: ...
 
 
 def group(*parts: Part | Iterable[Part]) -> Group:
-    """The parts run in parallel: ``group(a.s(x=1), a.s(x=2))``; also group(iterable)."""
+    """The parts run in parallel: ``group(a.s(x=1), a.s(x=2))``; also group(iterable).
+
+    Its result is the list of its parts' results, in order (see jobq.chain's example).
+
+    Raises:
+        InvalidWorkflow: no parts, or a part that is not a signature, chain, group or chord.
+    """
     members: Sequence[object] = parts
     if len(parts) == 1 and not isinstance(parts[0], Part):
         try:
@@ -245,7 +282,11 @@ def group(*parts: Part | Iterable[Part]) -> Group:
 
 
 def chord(header: Group | Iterable[Part], callback: Part) -> Chord:
-    """``callback`` runs once every part of ``header`` (a group) is done."""
+    """``callback`` runs once every part of ``header`` (a group) is done.
+
+    ``header`` may be a group or an iterable of parts; ``callback`` reads the header's
+    results with jobq.parent_results(). See jobq.chain's example.
+    """
     if not isinstance(header, Group):
         header = group(header)  # a part alone, or an iterable of parts
     return Chord(header, _part(callback))
