@@ -12,7 +12,12 @@ from jobq.db.errors import UnknownStatus
 
 
 class Status(enum.StrEnum):
-    """Where a task is in its life; see the state machine in docs/architecture.md."""
+    """Where a task is in its life: the ``status`` column of jobq_tasks.
+
+    A str enum, so ``Status.DONE == "done"``. How a task moves between them is [the
+    state machine](../architecture.md#the-state-machine); [Tables and
+    columns](tables.md#statuses) says what each means.
+    """
 
     QUEUED = "queued"
     IN_PROGRESS = "in_progress"
@@ -63,7 +68,9 @@ def as_utc(moment: datetime | None) -> datetime | None:
 class Task:
     """One row of the tasks table, as read at a moment; ``attempt`` is its fencing token.
 
-    Fields are in the table's column order (jobq.dialects.schema.tasks), so a row maps onto them.
+    Fields are in the table's column order (jobq.dialects.schema.tasks), so a row maps onto
+    them; [Tables and columns](tables.md#jobq_tasks) says what each holds. ``store.get(id)``,
+    ``handle.refresh()``, ``store.list_tasks()`` and ``jobq.current_task()`` return them.
     """
 
     id: int
