@@ -210,7 +210,7 @@ class Bench:
             # One transaction of ours, as `jobq enqueue --file` makes: once it holds
             # 10,000 tasks jobq refreshes the statistics in it (ANALYZE), so the workers,
             # woken by its commit, plan for the tasks that wait. Without, on the emptied
-            # table, each capture read and sorted the whole backlog (docs/how-to/pgbouncer.md, scale_out.py).
+            # table, each capture read and sorted the whole backlog (measured with this script).
             with store.engine.begin() as conn:
                 store.enqueue_many(SYNC_TASK, task_args, queue="backlog", connection=conn)
             phase.reltuples = watch.reltuples()
