@@ -69,3 +69,15 @@ def test_every_page_is_in_the_navigation(site: Path) -> None:
     nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     pages = [path.relative_to(ROOT / "docs").as_posix() for path in (ROOT / "docs").rglob("*.md")]
     assert [page for page in pages if page not in nav] == []
+
+
+def test_the_readme_is_a_landing_page() -> None:
+    """README.md stays a landing page under 10 KB that links into the site, with the two
+    commands .ci/run and the packaging tests read from it."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.encode()) < 10_000
+    assert "Run the whole test suite" in readme
+    assert "examples/quickstart.py enqueue" in readme
+    linked = set(re.findall(r"\]\((docs/[^)#]+\.md)", readme))
+    assert {"docs/getting-started/quickstart.md", "docs/reference/api.md"} <= linked
+    assert all((ROOT / path).is_file() for path in linked)
