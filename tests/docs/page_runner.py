@@ -30,6 +30,8 @@ def check(command: str) -> None:
     name = "jobq"
     parent = None
     while True:
+        if not args and isinstance(command_obj, click.Group):
+            return  # `jobq --version`, `jobq queues --help`: the command exists
         ctx = command_obj.make_context(name, list(args), parent=parent, resilient_parsing=False)
         if not isinstance(command_obj, click.Group):
             return
