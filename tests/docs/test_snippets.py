@@ -1,76 +1,25 @@
 """Every code block of README.md and of the documentation site runs (tests/docs/snippets.py
-says how a page's blocks are read): a snippet that stops working fails the suite."""
+says how a page's blocks are read): a snippet that stops working fails the suite. The
+how-to guides are in test_snippets_howto.py."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
-from dataclasses import asdict
 from pathlib import Path
 
-import pytest
-import sqlalchemy as sa
+from tests.docs.conftest import PAGES, TESTED, page_name, parametrize_pages, run_page
+from tests.docs.snippets import Page
 
-from tests.conftest import server_namespace
-from tests.docs.snippets import Page, docstring_page, pages, read_page
-
-ROOT = Path(__file__).resolve().parents[2]
-RUNNER = Path(__file__).with_name("page_runner.py")
-PAGES = [read_page(path) for path in pages(ROOT)]
-TESTED = [page for page in [*PAGES, docstring_page()] if page.steps]
-
-
-@pytest.fixture
-def page_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh database of the kind the page asks for."""
-    page: Page = request.param
-    if page.database == "postgresql":
-        create, drop = "CREATE SCHEMA {name}", "DROP SCHEMA {name} CASCADE"
-        with server_namespace("postgresql", create, drop) as (base, schema):
-            url = sa.make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
-            yield url.render_as_string(hide_password=False)
-    elif page.database == "mysql":
-        create = "CREATE DATABASE {name} CHARACTER SET utf8mb4"
-        with server_namespace("mysql", create, "DROP DATABASE {name}") as (base, name):
-            yield sa.make_url(base).set(database=name).render_as_string(hide_password=False)
-    else:
-        yield f"sqlite:///{tmp_path / 'jobq.db'}"
+OTHERS = [page for page in TESTED if not page_name(page).startswith("docs/how-to/")]
 
 
 def test_the_pages_have_snippets() -> None:
     """The collector finds the site's pages and their blocks (a collector that found
     nothing would pass every page)."""
-    assert len(PAGES) > 20
+    assert len(PAGES) > 30
     assert sum(page.blocks for page in PAGES) > 100
+    assert sum(step.kind == "run" for page in PAGES for step in page.steps) > 80
 
 
-@pytest.mark.parametrize(
-    ("page", "page_url"),
-    [(page, page) for page in TESTED],
-    ids=[page.path.as_posix().removeprefix(f"{ROOT}/") for page in TESTED],
-    indirect=["page_url"],
-)
+@parametrize_pages(OTHERS)
 def test_page_snippets_run(page: Page, page_url: str, tmp_path: Path) -> None:
-    placeholder = page.options.get("url")
-    steps = []
-    for step in page.steps:
-        text = step.text.replace(placeholder, page_url) if placeholder else step.text
-        steps.append(asdict(step) | {"text": text})
-    name = page.path.as_posix().removeprefix(f"{ROOT}/")
-    spec = {"page": name, "steps": steps, "timeout": 180}
-    (tmp_path / "steps.json").write_text(json.dumps(spec))
-    workdir = tmp_path / "page"
-    workdir.mkdir()
-    env = dict(os.environ, JOBQ_DATABASE_URL=page_url, PYTHONPATH=str(ROOT))
-    done = subprocess.run(
-        [sys.executable, str(RUNNER), str(tmp_path / "steps.json")],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    run_page(page, page_url, tmp_path)
