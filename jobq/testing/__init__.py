@@ -71,7 +71,29 @@ def immediate(app: App, *, retry_at_once: bool = True) -> Iterator[Store]:
     """While inside, ``app`` uses a private in-memory Store and runs each task as it is enqueued.
 
     An enqueue made inside a caller's transaction (``_connection``) runs at the next
-    enqueue or at ``run_pending(app)``, since only the caller knows when it commits.
+    enqueue or at ``run_pending(app)``, since only the caller knows when it commits. With
+    ``retry_at_once`` (the default) a failure with retries left is retried at once, so
+    each task ends done or failed for good before ``enqueue`` returns. On leaving, ``app``
+    has its own Store again.
+
+    Example:
+        ```python
+        import jobq
+        import jobq.testing
+
+        app = jobq.App()
+
+
+        @app.task
+        def shout(text: str) -> str:
+            return text.upper()
+
+
+        with jobq.testing.immediate(app) as store:
+            handle = shout.enqueue(text="hi")
+            assert store.get(handle).status == "done"
+            assert handle.result() == "HI"
+        ```
     """
     previous_store, previous_hook = app._store, app.after_enqueue
     store = memory_store()

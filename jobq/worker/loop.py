@@ -57,7 +57,35 @@ SUPERVISED_SIGNALS_WITHIN = 1.0
 
 
 class Worker:
-    """Runs ``app``'s tasks from ``queues`` (None: every queue), ``concurrency`` at a time."""
+    """Runs ``app``'s tasks from ``queues`` (None: every queue), ``concurrency`` at a time.
+
+    What `jobq worker` runs, for a worker inside your own process. The main options, as
+    `jobq worker`'s of the same names: ``lease`` (seconds a capture is held without a
+    heartbeat; default: each task's own), ``grace`` (seconds running tasks get to finish
+    after a stop), ``poll_interval`` and ``max_poll_interval`` (how often an idle worker
+    looks), ``burst`` (exit once nothing is due within ``burst_wait`` seconds),
+    ``retain`` (seconds finished tasks are kept), ``max_stuck`` and ``stuck_after`` (exit
+    with status 3 once so many runs are stuck past their timeout by that long).
+
+    Example:
+        ```python
+        import jobq
+        from jobq.worker import Worker
+
+        app = jobq.App()
+        app.migrate()
+
+
+        @app.task
+        def double(n: int) -> int:
+            return 2 * n
+
+
+        handle = double.enqueue(n=21)
+        Worker(app, concurrency=4, burst=True, burst_wait=0).run()
+        assert handle.result() == 42
+        ```
+    """
 
     def __init__(
         self,

@@ -200,7 +200,7 @@ def documented_objects() -> list[tuple[str, object]]:
     return found
 
 
-#: The classes docs/reference/capabilities.md documents besides jobq.__all__.
+#: What docs/reference/capabilities.md and api.md document besides jobq.__all__.
 CAPABILITIES = (
     "jobq.core.store.TaskStore",
     "jobq.lifecycle.admin.TaskAdmin",
@@ -210,6 +210,10 @@ CAPABILITIES = (
     "jobq.cron.periodic.Periodic",
     "jobq.workflows.rows.Workflows",
     "jobq.locks.Locks",
+    "jobq.worker.Worker",
+    "jobq.testing.immediate",
+    "jobq.testing.run_pending",
+    "jobq.testing.isolated",
 )
 
 
