@@ -4,7 +4,8 @@ A worker's own metrics (metrics.py) say what that worker did; these say what the
 hold, whoever did it. The names are a contract:
 
 - ``jobq_tasks{queue,status}``: how many tasks each queue holds in each status (queued,
-  in_progress, done, failed, cancelled), counted as TaskAdmin.counts() counts them: a
+  in_progress, done, failed, cancelled, blocked: a workflow node waiting for its parents),
+  counted as TaskAdmin.counts() counts them: a
   schedule's recurring row only while a run of it is under way or waiting. failed is the
   sum of both parts: failed with retries left, and failed for good.
 - ``jobq_oldest_waiting_seconds{queue}``: the database's now minus the run_at of the
