@@ -10,29 +10,27 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from jobq.app.enqueueing import (
+    enqueue_rows,
+    given,
+    signature,
+    split_options,
+    unknown_options,
+)
+from jobq.app.schedules import schedule_of
 from jobq.app.store import Store
 from jobq.core.registry import Registry, TaskDefinition
 from jobq.core.retry import Backoff, backoff_policy
 from jobq.cron.periodic import Schedule
 from jobq.cron.schedule import Cron
-from jobq.db.errors import (
-    InvalidOption,
-    InvalidTaskArguments,
-    InvalidWorkflow,
-    UnknownTask,
-)
-from jobq.db.payload import encode_args
-from jobq.db.validation import check_int, check_key
+from jobq.db.errors import InvalidOption, UnknownTask
+from jobq.db.validation import check_int
 from jobq.engine.database import database_url
 from jobq.lifecycle.handles import TaskHandle
 from jobq.limits import Limit, Rate
 from jobq.locks import AdvisoryLock, Lease, Mutex, TimeoutLock
 from jobq.workflows.graph import Signature
 from jobq.workflows.handle import WorkflowHandle
-
-#: Enqueue options of TaskFunction.enqueue; the leading underscore keeps them apart from
-#: the task's own arguments, which may not start with one.
-ENQUEUE_OPTIONS = ("_delay", "_run_at", "_priority", "_queue", "_connection")
 
 
 class App:
@@ -154,25 +152,12 @@ class App:
                 definition = function.definition
             else:  # registered below, once every check has passed
                 definition = TaskDefinition(name=function.__name__, func=function)
-            schedule_name = name or definition.name
-            check_key("name", schedule_name, required=True)
-            if queue is not None:
-                check_key("queue", queue, required=True)
-            if schedule_name in self.schedules:
-                raise InvalidOption(
-                    option="name",
-                    reason=f"a schedule named {schedule_name!r} is already defined; give "
-                    "each schedule of a task its own name",
-                )
-            arguments = definition.check_arguments(kwargs)
-            schedule = Schedule(
-                name=schedule_name, cron=schedule_cron, task=definition.name,
-                queue=queue or definition.queue, args=arguments, retries=definition.retries,
-                priority=definition.priority, lease=definition.lease, timeout=definition.timeout,
-                lock_key=definition.lock_key(arguments),
+            schedule = schedule_of(
+                definition, schedule_cron, name=name, queue=queue, kwargs=kwargs,
+                defined=self.schedules,
             )  # fmt: skip
             task = function if isinstance(function, TaskFunction) else self.task(function)
-            self.schedules[schedule_name] = schedule
+            self.schedules[schedule.name] = schedule
             return task
 
         return register
@@ -255,7 +240,7 @@ class App:
         # Store.enqueue encodes them (once) before it writes anything.
         arguments = definition.check_arguments(kwargs, json=False)
         options = definition.row_options(arguments)
-        options.update(_given(queue=queue, priority=priority))
+        options.update(given(queue=queue, priority=priority))
         task_id = self.store.enqueue(
             definition.name, arguments, run_at=run_at, delay=delay, connection=connection,
             **options,
@@ -321,26 +306,7 @@ class App:
             run_at=run_at, delay=delay, retries=definition.retries, timeout=definition.timeout,
             connection=connection,
         )  # fmt: skip
-        if definition.unique is None and definition.lock is None:
-            ids = self.store.enqueue_many(definition.name, checked, **options)
-        else:
-            # Keys differ per entry (all formatted before any row is written); each row
-            # goes on its own, in one transaction.
-            keys = [(definition.unique_key(a), definition.lock_key(a)) for a in checked]
-
-            def enqueue_each(conn: Connection) -> list[int]:
-                return [
-                    self.store.enqueue(
-                        definition.name,
-                        arguments,
-                        unique_key=unique_key,
-                        lock_key=lock_key,
-                        **{**options, "connection": conn},
-                    )
-                    for arguments, (unique_key, lock_key) in zip(checked, keys, strict=True)
-                ]
-
-            ids = self.store.db.write(enqueue_each, connection, atomic=True)
+        ids = enqueue_rows(self.store, definition, checked, options)
         self._enqueued(connection)
         store = self.store
         return [TaskHandle(task_id, store) for task_id in ids]
@@ -375,7 +341,7 @@ class TaskFunction:
         exists only if it commits). Raises InvalidTaskArguments (arguments that do not fit
         the function or are not JSON; nothing is written) or InvalidOption (a bad option).
         """
-        options = _split_options(self.name, kwargs)
+        options = split_options(self.name, kwargs)
         return self.app.enqueue(self.name, kwargs, **options)
 
     def s(self, **kwargs: Any) -> Signature:
@@ -383,37 +349,11 @@ class TaskFunction:
         (jobq.chain, group, chord, Workflow). The arguments are checked now; options are
         ``_queue``, ``_priority``, ``_delay`` and ``_run_at``.
         """
-        options = _split_options(self.name, kwargs)
-        if "connection" in options:
-            raise InvalidTaskArguments(
-                f"task {self.name!r}: a signature takes no _connection; give it to enqueue()"
-            )
-        definition = self.definition
-        arguments = definition.check_arguments(kwargs, json=False)
-        args_text = encode_args(self.name, arguments)  # checked for JSON here, and kept
-        if definition.unique is not None:
-            raise InvalidWorkflow(
-                reason=f"task {self.name!r} has unique={definition.unique!r}: a workflow node "
-                "cannot be replaced by another pending task"
-            )
-        row = definition.row_options(arguments)
-        return Signature(
-            app=self.app,
-            name=self.name,
-            arguments=arguments,
-            args_text=args_text,
-            queue=options.get("queue", row["queue"]),
-            priority=options.get("priority", row["priority"]),
-            retries=row["retries"],
-            timeout=row["timeout"],
-            lock_key=row["lock_key"],
-            delay=options.get("delay"),
-            run_at=options.get("run_at"),
-        )
+        return signature(self.app, self.definition, kwargs)
 
     async def enqueue_async(self, **kwargs: Any) -> TaskHandle:
         """enqueue() for asyncio: the same arguments and errors, without blocking the loop."""
-        options = _split_options(self.name, kwargs)
+        options = split_options(self.name, kwargs)
         return await self.app.enqueue_async(self.name, kwargs, **options)
 
     def enqueue_many(
@@ -421,30 +361,7 @@ class TaskFunction:
     ) -> list[TaskHandle]:
         """Enqueue one run per entry of ``kwargs_list``, sharing the underscore options;
         their TaskHandles (ids), in order."""
-        unknown = set(options) - set(ENQUEUE_OPTIONS)
-        if unknown:
-            raise InvalidTaskArguments(
-                f"task {self.name!r}: unknown enqueue option(s) {', '.join(sorted(unknown))}; "
-                f"options are {', '.join(ENQUEUE_OPTIONS)}"
-            )
+        unknown_options(self.name, options)
         return self.app.enqueue_many(
             self.name, kwargs_list, **{k.lstrip("_"): v for k, v in options.items()}
         )
-
-
-def _split_options(task: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Remove the underscore options from ``kwargs`` and return them without the underscore."""
-    options = {}
-    for key in [k for k in kwargs if k.startswith("_")]:
-        if key not in ENQUEUE_OPTIONS:
-            raise InvalidTaskArguments(
-                f"task {task!r}: unknown enqueue option {key!r}; "
-                f"options are {', '.join(ENQUEUE_OPTIONS)}"
-            )
-        options[key[1:]] = kwargs.pop(key)
-    return options
-
-
-def _given(**options: Any) -> dict[str, Any]:
-    """The options not None: those the caller chose, which win over the definition's."""
-    return {key: value for key, value in options.items() if value is not None}
