@@ -269,7 +269,8 @@ class App:
         Args:
             kwargs: the task's keyword arguments (JSON values).
             delay: seconds from now before it may run; or ``run_at``, a datetime.
-            priority, queue: instead of the definition's.
+            priority: instead of the definition's.
+            queue: instead of the definition's.
             connection: a SQLAlchemy connection whose transaction the row is written in
                 (it commits or rolls back with it).
 
