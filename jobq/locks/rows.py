@@ -32,7 +32,7 @@ class Mutex(_RowLock):
     Make one with ``app.mutex(name)`` (or ``store.locks.mutex``).
     ``acquire(wait=None)`` tries for up to ``wait`` seconds (default: the lock's own)
     and says whether it took it; ``with`` raises jobq.LockNotAcquired instead of
-    returning False, and jobq.LockKindMismatch if ``name`` is another kind's lock.
+    returning False. Both raise jobq.LockKindMismatch if ``name`` is another kind's lock.
 
     Example:
         ```python
@@ -107,6 +107,7 @@ class TimeoutLock(_RowLock):
 
     Raises:
         InvalidOption: an empty name, a ``timeout`` not > 0 or a negative ``wait``.
+        LockKindMismatch: (by acquire and ``with``) ``name`` is another kind's lock.
 
     Example:
         ```python
@@ -174,6 +175,7 @@ class Lease(_RowLock):
 
     Raises:
         InvalidOption: an empty name or owner, a ``ttl`` not > 0 or a negative ``wait``.
+        LockKindMismatch: (by acquire and ``with``) ``name`` is another kind's lock.
 
     Example:
         ```python
