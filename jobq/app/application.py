@@ -10,29 +10,27 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from jobq.app.enqueueing import (
+    enqueue_rows,
+    given,
+    signature,
+    split_options,
+    unknown_options,
+)
+from jobq.app.schedules import schedule_of
 from jobq.app.store import Store
 from jobq.core.registry import Registry, TaskDefinition
 from jobq.core.retry import Backoff, backoff_policy
 from jobq.cron.periodic import Schedule
 from jobq.cron.schedule import Cron
-from jobq.db.errors import (
-    InvalidOption,
-    InvalidTaskArguments,
-    InvalidWorkflow,
-    UnknownTask,
-)
-from jobq.db.payload import encode_args
-from jobq.db.validation import check_int, check_key
+from jobq.db.errors import InvalidOption, UnknownTask
+from jobq.db.validation import check_int
 from jobq.engine.database import database_url
 from jobq.lifecycle.handles import TaskHandle
 from jobq.limits import Limit, Rate
 from jobq.locks import AdvisoryLock, Lease, Mutex, TimeoutLock
 from jobq.workflows.graph import Signature
 from jobq.workflows.handle import WorkflowHandle
-
-#: Enqueue options of TaskFunction.enqueue; the leading underscore keeps them apart from
-#: the task's own arguments, which may not start with one.
-ENQUEUE_OPTIONS = ("_delay", "_run_at", "_priority", "_queue", "_connection")
 
 
 class App:
@@ -135,13 +133,30 @@ class App:
         """Run a task on a cron schedule: ``@app.periodic(cron="*/5 * * * *")``.
 
         It decorates a plain function (registered as a task with the default options) or
-        a task already registered with ``@app.task(...)``, placed below it. ``cron`` is a
-        croniter expression read in ``timezone``: five fields, or six with seconds last
-        (``"* * * * * */10"``: every ten seconds). ``name`` names the schedule (default:
-        the task's name; give one per schedule to run a task on several), ``queue``
-        defaults to the task's queue, and ``kwargs`` are the arguments of every run.
-        Each tick runs once, across all workers; ticks missed while no worker ran are
-        one run. A bad expression, timezone or argument is an error here.
+        a task registered with ``@app.task(...)``, placed below it; it returns the
+        TaskFunction. Each tick runs once across all workers; ticks missed while no worker
+        ran are one run. Each `jobq worker` stores its app's schedules as it starts.
+
+        Args:
+            cron: a croniter expression, read in ``timezone`` (an IANA name): five fields,
+                or six with seconds last (``"* * * * * */10"``: every ten seconds).
+            name: the schedule's (default: the task's); give one per schedule of a task.
+            queue: the queue of its runs (default: the task's).
+            kwargs: the arguments of every run.
+
+        Raises:
+            InvalidOption: a bad expression, timezone, name or queue; a name defined twice.
+            InvalidTaskArguments: ``kwargs`` do not fit the function.
+
+        Example:
+            ```python
+            import jobq
+            app = jobq.App()
+            @app.periodic(cron="0 3 * * *", timezone="Europe/Paris", kwargs={"days": 30})
+            @app.task(queue="upkeep")
+            def clean_up(days: int) -> None: ...
+            assert app.schedules["clean_up"].args == {"days": 30}
+            ```
         """
         schedule_cron = Cron(cron, timezone)
 
@@ -154,30 +169,15 @@ class App:
                 definition = function.definition
             else:  # registered below, once every check has passed
                 definition = TaskDefinition(name=function.__name__, func=function)
-            schedule_name = name or definition.name
-            check_key("name", schedule_name, required=True)
-            if queue is not None:
-                check_key("queue", queue, required=True)
-            if schedule_name in self.schedules:
-                raise InvalidOption(
-                    option="name",
-                    reason=f"a schedule named {schedule_name!r} is already defined; give "
-                    "each schedule of a task its own name",
-                )
-            arguments = definition.check_arguments(kwargs)
-            schedule = Schedule(
-                name=schedule_name, cron=schedule_cron, task=definition.name,
-                queue=queue or definition.queue, args=arguments, retries=definition.retries,
-                priority=definition.priority, lease=definition.lease, timeout=definition.timeout,
-                lock_key=definition.lock_key(arguments),
+            schedule = schedule_of(
+                definition, schedule_cron, name=name, queue=queue, kwargs=kwargs,
+                defined=self.schedules,
             )  # fmt: skip
             task = function if isinstance(function, TaskFunction) else self.task(function)
-            self.schedules[schedule_name] = schedule
+            self.schedules[schedule.name] = schedule
             return task
 
         return register
-
-    # --- limits (jobq.limits) ----------------------------------------------------------
 
     def set_limit(
         self, queue: str, concurrency: int | None = None, rate: str | Rate | None = None
@@ -185,8 +185,21 @@ class App:
         """Limit ``queue`` to ``concurrency`` tasks at once and/or ``rate`` starts (``10/2s``).
 
         Stored in the database, so every worker on every host obeys it within a second,
-        without a restart; it replaces the queue's previous limit. ``set_limit(queue)``
-        with neither clears it (and returns None).
+        without a restart; it replaces the queue's previous limit, and returns it (a
+        jobq.limits.Limit). Running tasks are never stopped. With neither ``concurrency``
+        nor ``rate`` it clears the limit and returns None. ``rate`` is ``"10/2s"``,
+        ``"100/1m"``, ``"5/s"``... InvalidOption for an empty queue name, a count below 1
+        or a rate that does not parse.
+
+        Example:
+            ```python
+            import jobq
+            app = jobq.App()
+            app.migrate()
+            limit = app.set_limit("api-calls", concurrency=4, rate="10/2s")
+            assert str(limit) == "concurrency 4, rate 10/2s"
+            assert app.set_limit("api-calls") is None  # no limit any more
+            ```
         """
         if concurrency is None and rate is None:
             self.store.queue_limits.clear_limit(queue)
@@ -194,34 +207,40 @@ class App:
         return self.store.queue_limits.set_limit(queue, concurrency=concurrency, rate=rate)
 
     def pause_queue(self, queue: str) -> bool:
-        """Stop every worker taking tasks of ``queue`` (within a second); running ones
-        finish, waiting ones wait. False if it was paused already."""
+        """Stop every worker taking tasks of ``queue`` from the commit on; running tasks
+        finish, waiting ones wait, enqueues still go in. False if it was paused already;
+        InvalidOption for an empty name. See jobq.limits.pause.Pauses.pause_queue."""
         return self.store.pauses.pause_queue(queue)
 
     def resume_queue(self, queue: str) -> bool:
-        """Let workers take tasks of ``queue`` again; False if it was not paused."""
+        """Let workers take tasks of ``queue`` again; False if it was not paused.
+        InvalidOption if ``queue`` is not a non-empty string."""
         return self.store.pauses.resume_queue(queue)
 
-    # --- locks (jobq.locks), on this app's database --------------------------------------
-
     def mutex(self, name: str, *, wait: float = 0.0) -> Mutex:
-        """A Mutex: held until released, by anyone; never expires."""
+        """A jobq.Mutex named ``name`` on this app's database: held until released, by
+        anyone. ``wait``: seconds ``acquire()`` and ``with`` keep trying (0: one try).
+        InvalidOption for an empty name or a negative ``wait``."""
         return self.store.locks.mutex(name, wait=wait)
 
     def timeout_lock(self, name: str, timeout: float, *, wait: float = 0.0) -> TimeoutLock:
-        """A TimeoutLock: acquired at most once per ``timeout`` seconds."""
+        """A jobq.TimeoutLock: acquired at most once per ``timeout`` seconds (> 0), by
+        anyone; ``wait`` as for mutex(). InvalidOption for a bad value."""
         return self.store.locks.timeout_lock(name, timeout, wait=wait)
 
     def lease(self, name: str, ttl: float, *, owner: str | None = None, wait: float = 0.0) -> Lease:
-        """A Lease: held by its owner until released or ``ttl`` seconds pass unrenewed."""
+        """A jobq.Lease: held by ``owner`` (default: a random token) until released or
+        ``ttl`` seconds (> 0) pass unrenewed; ``wait`` as for mutex(). InvalidOption for
+        a bad value."""
         return self.store.locks.lease(name, ttl, owner=owner, wait=wait)
 
     def advisory_lock(self, name: str, *, session: bool = False, wait: float = 0.0) -> AdvisoryLock:
-        """A PostgreSQL advisory lock (transaction-scoped unless ``session``)."""
+        """A jobq.AdvisoryLock: PostgreSQL's, for a transaction (or, with ``session``,
+        until released). RequiresPostgreSQL on SQLite or MySQL."""
         return self.store.locks.advisory_lock(name, session=session, wait=wait)
 
     def definition(self, name: str) -> TaskDefinition:
-        """The task registered as ``name``, or UnknownTask."""
+        """The definition of the task registered as ``name``; UnknownTask if none is."""
         definition = self.registry.get(name)
         if definition is None:
             registered = ", ".join(sorted(d.name for d in self.registry)) or "none"
@@ -239,23 +258,46 @@ class App:
         queue: str | None = None,
         connection: Connection | None = None,
     ) -> TaskHandle:
-        """Enqueue registered task ``name`` with ``kwargs``; its TaskHandle.
+        """Enqueue a run of the task registered as ``name``; its TaskHandle.
 
-        The handle is the new task's id (an int: it stores and serialises as one) that
-        can also wait for the task's result (``handle.result()``), read its status and
-        progress, and cancel it. The arguments are checked against the function's
-        signature and for JSON first, so a bad call raises TypeError and writes nothing.
-        The definition's queue, priority, retries, unique and lock keys are stored, and
-        its timeout (so that `jobq status` can tell a run past it); its lease and backoff
-        are not: the worker that runs the task applies its own definition's. Given
-        ``connection``, the task is written in that transaction: wait for it only once
-        the caller has committed.
+        The handle is the new task's id (an int: it stores and serialises as one) that can
+        also wait for the result, read the status and cancel the task. The arguments are
+        checked against the function and for JSON first: a bad call writes nothing. The
+        row takes the definition's queue, priority, retries, timeout, unique and lock
+        keys; a ``unique`` key a pending task holds gives that task's handle.
+
+        Args:
+            kwargs: the task's keyword arguments (JSON values).
+            delay: seconds from now before it may run; or ``run_at``, a datetime.
+            priority: instead of the definition's.
+            queue: instead of the definition's.
+            connection: a SQLAlchemy connection whose transaction the row is written in
+                (it commits or rolls back with it).
+
+        Raises:
+            UnknownTask: no task ``name`` is registered here.
+            InvalidTaskArguments: arguments that do not fit or are not JSON (a TypeError).
+            InvalidOption: a bad option (``delay`` and ``run_at`` together, say).
+
+        Example:
+            ```python
+            import jobq
+            app = jobq.App()
+            app.migrate()
+            @app.task(queue="mail")
+            def notify(user: int) -> None: ...
+            handle = app.enqueue("notify", {"user": 7}, delay=60)
+            assert handle.status == "queued" and app.store.get(handle).queue_id == "mail"
+            try:
+                app.enqueue("notify", {"usr": 7})
+            except jobq.InvalidTaskArguments as error:
+                assert str(error) == "task 'notify': missing a required argument: 'user'"
+            ```
         """
         definition = self.definition(name)
-        # Store.enqueue encodes them (once) before it writes anything.
-        arguments = definition.check_arguments(kwargs, json=False)
+        arguments = definition.check_arguments(kwargs, json=False)  # Store.enqueue encodes
         options = definition.row_options(arguments)
-        options.update(_given(queue=queue, priority=priority))
+        options.update(given(queue=queue, priority=priority))
         task_id = self.store.enqueue(
             definition.name, arguments, run_at=run_at, delay=delay, connection=connection,
             **options,
@@ -275,8 +317,8 @@ class App:
         connection: Connection | None = None,
     ) -> TaskHandle:
         """enqueue() for asyncio: the same arguments, checks, errors and TaskHandle, and
-        the event loop keeps running meanwhile (the write runs in a thread)."""
-        # One short statement: a thread of the loop's default executor, not a blocked loop.
+        the event loop keeps running meanwhile (the write runs in a thread):
+        ``handle = await app.enqueue_async("notify", {"user": 7})``."""
         enqueue = functools.partial(
             self.enqueue, name, kwargs, delay=delay, run_at=run_at, priority=priority,
             queue=queue, connection=connection,
@@ -284,15 +326,17 @@ class App:
         return await asyncio.to_thread(enqueue)
 
     def handle(self, id: int) -> TaskHandle:
-        """The TaskHandle of task ``id`` of this app's Store, to wait for or cancel a task
-        enqueued elsewhere (another process, say). Nothing is read: an unknown id is
-        TaskNotFound when the handle is used. InvalidOption if ``id`` is not an int."""
+        """The TaskHandle of task ``id`` of this app's Store, for a task enqueued elsewhere
+        (another process, say): ``app.handle(7).result()``. Nothing is read here: an
+        unknown id raises TaskNotFound when the handle is used. InvalidOption if ``id`` is
+        not an int."""
         check_int("id", id)
         return TaskHandle(int(id), self.store)
 
     def workflow(self, id: int) -> WorkflowHandle:
-        """The WorkflowHandle of workflow ``id`` of this app's Store (one enqueued
-        elsewhere), read from its rows; WorkflowNotFound if it has none."""
+        """The WorkflowHandle of workflow ``id`` of this app's Store, read from its rows.
+        WorkflowNotFound if it has none (it never existed, or its nodes were pruned);
+        InvalidOption if ``id`` is not an int."""
         check_int("id", id)
         return WorkflowHandle.of(self.store, int(id))
 
@@ -307,11 +351,11 @@ class App:
         queue: str | None = None,
         connection: Connection | None = None,
     ) -> list[TaskHandle]:
-        """Enqueue task ``name`` once per entry of ``kwargs_list``; their TaskHandles (ids),
-        in order.
+        """Enqueue task ``name`` once per entry of ``kwargs_list``, with enqueue()'s
+        options and errors; their TaskHandles, in order (see TaskFunction.enqueue_many).
 
-        Every entry is checked before any is written. Tasks without unique or lock
-        templates go in bulk (one statement per 5,000).
+        Every entry is checked before any is written; all go in one transaction (or
+        ``connection``'s), 5,000 rows a statement unless the task has unique or lock keys.
         """
         definition = self.definition(name)
         checked = [definition.check_arguments(kwargs) for kwargs in kwargs_list]
@@ -321,26 +365,7 @@ class App:
             run_at=run_at, delay=delay, retries=definition.retries, timeout=definition.timeout,
             connection=connection,
         )  # fmt: skip
-        if definition.unique is None and definition.lock is None:
-            ids = self.store.enqueue_many(definition.name, checked, **options)
-        else:
-            # Keys differ per entry (all formatted before any row is written); each row
-            # goes on its own, in one transaction.
-            keys = [(definition.unique_key(a), definition.lock_key(a)) for a in checked]
-
-            def enqueue_each(conn: Connection) -> list[int]:
-                return [
-                    self.store.enqueue(
-                        definition.name,
-                        arguments,
-                        unique_key=unique_key,
-                        lock_key=lock_key,
-                        **{**options, "connection": conn},
-                    )
-                    for arguments, (unique_key, lock_key) in zip(checked, keys, strict=True)
-                ]
-
-            ids = self.store.db.write(enqueue_each, connection, atomic=True)
+        ids = enqueue_rows(self.store, definition, checked, options)
         self._enqueued(connection)
         store = self.store
         return [TaskHandle(task_id, store) for task_id in ids]
@@ -351,7 +376,8 @@ class App:
 
 
 class TaskFunction:
-    """A function registered as a task: call it to run it here, or enqueue it."""
+    """A function registered as a task (``@app.task``): call it to run it here, or
+    enqueue it. ``name`` is its task name and ``definition`` its options."""
 
     def __init__(self, app: App, definition: TaskDefinition) -> None:
         self.app = app
@@ -375,76 +401,50 @@ class TaskFunction:
         exists only if it commits). Raises InvalidTaskArguments (arguments that do not fit
         the function or are not JSON; nothing is written) or InvalidOption (a bad option).
         """
-        options = _split_options(self.name, kwargs)
+        options = split_options(self.name, kwargs)
         return self.app.enqueue(self.name, kwargs, **options)
 
     def s(self, **kwargs: Any) -> Signature:
-        """A signature: this task with these arguments, to enqueue as a node of a workflow
-        (jobq.chain, group, chord, Workflow). The arguments are checked now; options are
-        ``_queue``, ``_priority``, ``_delay`` and ``_run_at``.
+        """A jobq.Signature: this task with these arguments (checked now), to enqueue as a
+        node of a workflow (jobq.chain, group, chord, Workflow). Options: ``_queue``,
+        ``_priority``, ``_delay`` (from the workflow's enqueue) and ``_run_at``.
+
+        Raises:
+            InvalidTaskArguments: bad arguments, an unknown option, or ``_connection``
+                (give it to the workflow's enqueue()).
+            InvalidWorkflow: the task has ``unique=``: it cannot be a node.
         """
-        options = _split_options(self.name, kwargs)
-        if "connection" in options:
-            raise InvalidTaskArguments(
-                f"task {self.name!r}: a signature takes no _connection; give it to enqueue()"
-            )
-        definition = self.definition
-        arguments = definition.check_arguments(kwargs, json=False)
-        args_text = encode_args(self.name, arguments)  # checked for JSON here, and kept
-        if definition.unique is not None:
-            raise InvalidWorkflow(
-                reason=f"task {self.name!r} has unique={definition.unique!r}: a workflow node "
-                "cannot be replaced by another pending task"
-            )
-        row = definition.row_options(arguments)
-        return Signature(
-            app=self.app,
-            name=self.name,
-            arguments=arguments,
-            args_text=args_text,
-            queue=options.get("queue", row["queue"]),
-            priority=options.get("priority", row["priority"]),
-            retries=row["retries"],
-            timeout=row["timeout"],
-            lock_key=row["lock_key"],
-            delay=options.get("delay"),
-            run_at=options.get("run_at"),
-        )
+        return signature(self.app, self.definition, kwargs)
 
     async def enqueue_async(self, **kwargs: Any) -> TaskHandle:
-        """enqueue() for asyncio: the same arguments and errors, without blocking the loop."""
-        options = _split_options(self.name, kwargs)
+        """enqueue() for asyncio: the same arguments, options and errors, without
+        blocking the loop: ``handle = await send.enqueue_async(to="a@example.com")``."""
+        options = split_options(self.name, kwargs)
         return await self.app.enqueue_async(self.name, kwargs, **options)
 
     def enqueue_many(
         self, kwargs_list: Iterable[Mapping[str, Any]], **options: Any
     ) -> list[TaskHandle]:
-        """Enqueue one run per entry of ``kwargs_list``, sharing the underscore options;
-        their TaskHandles (ids), in order."""
-        unknown = set(options) - set(ENQUEUE_OPTIONS)
-        if unknown:
-            raise InvalidTaskArguments(
-                f"task {self.name!r}: unknown enqueue option(s) {', '.join(sorted(unknown))}; "
-                f"options are {', '.join(ENQUEUE_OPTIONS)}"
-            )
+        """Enqueue one run per entry of ``kwargs_list``, sharing the underscore options
+        (``_delay``, ``_run_at``, ``_priority``, ``_queue``, ``_connection``); their
+        TaskHandles, in order. See App.enqueue_many.
+
+        Raises:
+            InvalidTaskArguments: an entry that does not fit (nothing is written), or an
+                unknown option.
+
+        Example:
+            ```python
+            import jobq
+            app = jobq.App()
+            app.migrate()
+            @app.task
+            def index(doc: int) -> None: ...
+            handles = index.enqueue_many([{"doc": n} for n in range(3)], _queue="bulk")
+            assert len(handles) == app.store.counts()[("bulk", jobq.Status.QUEUED)] == 3
+            ```
+        """
+        unknown_options(self.name, options)
         return self.app.enqueue_many(
             self.name, kwargs_list, **{k.lstrip("_"): v for k, v in options.items()}
         )
-
-
-def _split_options(task: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Remove the underscore options from ``kwargs`` and return them without the underscore."""
-    options = {}
-    for key in [k for k in kwargs if k.startswith("_")]:
-        if key not in ENQUEUE_OPTIONS:
-            raise InvalidTaskArguments(
-                f"task {task!r}: unknown enqueue option {key!r}; "
-                f"options are {', '.join(ENQUEUE_OPTIONS)}"
-            )
-        options[key[1:]] = kwargs.pop(key)
-    return options
-
-
-def _given(**options: Any) -> dict[str, Any]:
-    """The options not None: those the caller chose, which win over the definition's."""
-    return {key: value for key, value in options.items() if value is not None}

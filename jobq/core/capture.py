@@ -54,7 +54,22 @@ class Capturer:
         returned task carries its new ``attempt``.
         Limited queues (set_limit) come first, as many as ``limiter`` (a jobq.limits.Limiter;
         by default the database itself) allows; each is atomic on its own. (Limits reach
-        capture through the hook ``capture_filter``, jobq.core.hooks.)
+        capture through the hook ``capture_filter``, jobq.core.hooks.) Paused queues are
+        never captured. Workers call this; call it yourself only to run tasks your own way,
+        ending each run with set_status(task.id, task.attempt, ...).
+
+        Args:
+            limit: the most tasks to take (0 or more).
+            queues: a queue's name or a list of them; None: every queue.
+            worker_id: who takes them (``locked_by``): a non-empty string.
+            lease: seconds (> 0) each run is held unrenewed (see heartbeat), or a
+                jobq.db.tasks.Leases (seconds per task name).
+
+        Returns:
+            The captured tasks, now ``in_progress``.
+
+        Raises:
+            InvalidOption: a negative ``limit``, an empty ``worker_id`` or queue name.
         """
         names = capture_options(limit, queues, worker_id, lease)
         limited = self.filtered(names) if limit else {}

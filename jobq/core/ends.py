@@ -69,6 +69,26 @@ class EndRecorder:
 
         A recurring (cron) row keeps its tick on a retry or a release; any other end
         returns it to done at its next tick (or at ``run_at``), retries renewed.
+
+        The end is fenced by ``attempt`` (``task.attempt`` of the capture): once the run's
+        lease expired and another capture took the task, or the task was cancelled or
+        ended, this run's end changes nothing and returns False. A workflow node's end
+        settles the nodes after it in the same transaction.
+
+        Args:
+            id: the task's id; ``attempt`` its run's, as captured.
+            status: a jobq.Status or its name: done, failed, queued or cancelled.
+            result: what the run returned (JSON), for done.
+            error: the error to store (a traceback, say).
+            run_at: when a retry, a release or a recurring row's next run falls due.
+            retry_delay: seconds before a retry or release, when not ``run_at``.
+            connection: a SQLAlchemy connection whose transaction records the end.
+
+        Raises:
+            UnknownStatus: ``status`` is not one of jobq.Status.
+            InvalidOption: a bad id or attempt; ``blocked`` or ``in_progress`` as the
+                status; ``run_at`` with ``retry_delay``; a negative delay.
+            PayloadTooLarge: ``result`` takes more than the database takes.
         """
         shape, params = run_end.set_status_parameters(
             id, attempt, status, result=result, error=error, run_at=run_at,

@@ -76,8 +76,32 @@ class Enqueuer:
     ) -> int:
         """Add one task and return its id; with ``unique_key``, the id of the task holding it.
 
-        Given ``connection``, the row is written in the caller's transaction and commits or
-        rolls back with it, and counts towards a bulk load in it (see enqueue_many).
+        The low-level call under App.enqueue: no registry, no signature check (the
+        arguments are only checked for JSON). Given ``connection``, the row is written in
+        the caller's transaction and commits or rolls back with it, and counts towards a
+        bulk load in it (see enqueue_many).
+
+        Args:
+            name: the task's name, as the worker's app registers it.
+            args: its keyword arguments: a mapping of JSON values.
+            queue: the queue it waits in.
+            priority: higher runs first (a 32-bit int).
+            run_at: when it may run first (naive: UTC); or ``delay``, seconds from now on
+                the database's clock. Not both.
+            retries: how many failures it may retry after.
+            timeout: seconds a run may take (None: the worker's definition says).
+            lease: seconds a worker holds a run unrenewed (None: as the worker's
+                definition says).
+            unique_key: at most one pending (waiting or running) task per key.
+            lock_key: no two runs of one key at once.
+            connection: a SQLAlchemy connection whose transaction the row is written in.
+
+        Raises:
+            InvalidTaskArguments: ``args`` is not a mapping of JSON values.
+            PayloadTooLarge: the arguments take more than the database takes in one
+                statement.
+            InvalidOption: an empty name or queue, a negative delay or retries count,
+                ``run_at`` with ``delay``...
         """
         checked = check_args(name, args)
         room = self.db.room()
@@ -151,7 +175,9 @@ class Enqueuer:
     ) -> list[int]:
         """Add one task per entry of ``args_list`` sharing the options; their ids, in order.
 
-        Rows travel in one statement per batch of 5,000. With ``unique_key``, all entries
+        The options and errors are enqueue()'s; every entry is checked before any row is
+        written. Rows travel in one statement per batch of 5,000, in one transaction
+        (or the caller's ``connection``). With ``unique_key``, all entries
         name the same task, so every id returned is that one task's.
 
         A bulk load also refreshes the database's statistics of the tasks table where its

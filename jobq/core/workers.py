@@ -70,7 +70,11 @@ class WorkerRegistry:
         self.db.write(lambda conn: conn.execute(stmt))
 
     def live_workers(self, *, stale_after: float = 60.0) -> list[LiveWorker]:
-        """Every registered worker, oldest first; ``alive`` if seen within ``stale_after`` s."""
+        """Every registered worker, oldest first, as `jobq workers` lists them: a
+        LiveWorker per row (id, host, pid, queues, concurrency, started_at, last_seen and
+        ``last_seen_ago`` on the database's clock, runs past their timeouts), ``alive``
+        if seen within ``stale_after`` seconds. InvalidOption for a negative
+        ``stale_after``."""
         check_seconds("stale_after", stale_after)
         recent = workers.c.last_seen >= self.dialect.now_plus(-float(stale_after))
         overrun = (

@@ -43,7 +43,12 @@ _SYNC_TRIES = 3
 
 
 class Periodic:
-    """Schedules: sync from an app, end their runs, list and switch them.
+    """Cron schedules (``store.cron``): store an app's, list them and their last runs,
+    switch them off and on, run one now: what `jobq cron` does.
+
+    A schedule runs while it is both enabled (`jobq cron enable`/`disable`) and defined
+    (the last worker to start on its queue had it in its app). See jobq.ScheduleState and
+    jobq.ScheduleRun for examples.
 
     Made on a TaskStore (``store.capability(Periodic)``), it records the ends of recurring
     rows' runs, which the fenced end statements leave alone, and ends their expired runs
@@ -65,11 +70,13 @@ class Periodic:
     def sync_schedules(
         self, defined: Iterable[Schedule], *, queues: Sequence[str] | None = None
     ) -> SyncReport:
-        """Make the stored schedules match ``defined``, in one transaction.
+        """Make the stored schedules match ``defined`` (jobq.Schedule, as
+        ``app.schedules.values()``), in one transaction; what each worker does as it starts.
 
         A new schedule gets its row, first due at its next tick; a changed one is updated
         (a new expression reschedules it from now); a stored schedule on one of ``queues``
         (None: any queue) that ``defined`` lacks stops running but keeps its row.
+        Returns a SyncReport: the names ``created``, ``updated`` and ``removed``.
         """
         wanted = {schedule.name: schedule for schedule in defined}
         for tries in range(1, _SYNC_TRIES + 1):
@@ -85,7 +92,8 @@ class Periodic:
     # --- operators ------------------------------------------------------------------
 
     def schedules(self) -> list[ScheduleState]:
-        """Every stored schedule, by name."""
+        """Every stored schedule, by name: a jobq.ScheduleState each, as `jobq cron list`
+        shows them."""
         with self.db.unit(read_only=True) as conn:
             rows = conn.execute(state_query().order_by(s.name)).all()
         return [
@@ -102,7 +110,12 @@ class Periodic:
     def schedule_runs(self, name: str, limit: int = KEPT_RUNS) -> list[ScheduleRun]:
         """The last ``limit`` runs of schedule ``name`` (at most KEPT_RUNS are kept), newest
         first: when each started and ended, how (done, failed, timed out, lease expired,
-        cancelled, released), its attempt and its error. UnknownSchedule if there is none.
+        cancelled, released), its attempt and its error: jobq.ScheduleRun each, as `jobq
+        cron list --runs NAME` shows them.
+
+        Raises:
+            UnknownSchedule: no schedule ``name`` is stored.
+            InvalidOption: an empty name or a negative ``limit``.
         """
         check_key("name", name, required=True)
         check_int("limit", limit, minimum=0, maximum=INT32[1])
@@ -112,7 +125,9 @@ class Periodic:
             return read_runs(conn, name, limit)
 
     def set_schedule_enabled(self, name: str, enabled: bool) -> None:
-        """Resume (``enabled``) or pause schedule ``name``; a run under way finishes first."""
+        """Resume (``enabled``) or pause schedule ``name``, as `jobq cron enable` and
+        `disable` do; a run under way finishes first. A resumed schedule runs from its
+        next tick. UnknownSchedule if no schedule ``name`` is stored."""
         check_key("name", name, required=True)
 
         def switch(conn: Connection) -> None:
@@ -131,7 +146,9 @@ class Periodic:
     def run_schedule_now(self, name: str) -> int:
         """Enqueue one run of schedule ``name``'s task now, apart from its row; the new id.
 
-        The schedule's own row, its next tick and its last status stay as they are.
+        The schedule's own row, its next tick and its last status stay as they are, and
+        the run is not one of its schedule_runs (`jobq cron run NAME`). UnknownSchedule if
+        no schedule ``name`` is stored.
         """
         check_key("name", name, required=True)
 

@@ -60,7 +60,41 @@ def run_error(status: Status, error: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class ScheduleRun:
-    """One run of a schedule: when it started and ended, how, and on which attempt."""
+    """One run of a schedule: when it started and ended, how, and on which attempt.
+
+    ``store.cron.schedule_runs(name)`` returns a schedule's last runs (20 are kept),
+    newest first, as `jobq cron list --runs NAME` shows them.
+
+    Attributes:
+        schedule: the schedule's name.
+        task_id: its recurring task row; ``attempt`` is the capture of it that ran.
+        status: how the run ended: done, failed, timed out, lease expired, cancelled or
+            released (a stopping worker put it back: the tick runs again).
+        started_at: when the run started; ``finished_at`` when it ended (aware, UTC).
+        error: the error it ended with, whole, as the task row stored it; None if none.
+
+    Example:
+        ```python
+        import time
+
+        import jobq
+        from jobq.worker import Worker
+
+        app = jobq.App()
+        app.migrate()
+
+        @app.periodic(cron="* * * * * *")  # six fields: every second
+        @app.task(queue="heartbeat")
+        def beat() -> None: ...
+
+        app.store.cron.sync_schedules(app.schedules.values())
+        time.sleep(1.1)  # the first tick falls due
+        Worker(app, queues=["heartbeat"], burst=True, burst_wait=0).run()
+        [run] = app.store.cron.schedule_runs("beat")
+        assert run.status == "done" and run.error is None and run.attempt >= 1
+        app.store.cron.set_schedule_enabled("beat", False)
+        ```
+    """
 
     schedule: str
     #: The schedule's recurring row, and the capture of it (its fencing token) that ran.

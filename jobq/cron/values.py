@@ -14,7 +14,20 @@ from jobq.db.tasks import Status
 
 @dataclass(frozen=True)
 class Schedule:
-    """A schedule as an app defines it: run task ``task`` with ``args`` on every tick."""
+    """A schedule as an app defines it: run task ``task`` with ``args`` on every tick.
+
+    ``@app.periodic(...)`` makes one and keeps it in ``app.schedules`` by name; each
+    `jobq worker` stores its app's schedules as it starts (``store.cron.sync_schedules``).
+    The task row's options (queue, retries, priority, lease, timeout, lock key) come
+    from the task's definition.
+
+    Attributes:
+        name: the schedule's name (`jobq cron list`, `jobq cron run NAME`).
+        cron: when it ticks: a jobq.Cron (expression and time zone).
+        task: the name of the task each tick runs.
+        queue: the queue its runs wait in.
+        args: the arguments of every run.
+    """
 
     name: str
     cron: Cron
@@ -38,7 +51,40 @@ class Schedule:
 
 @dataclass(frozen=True)
 class ScheduleState:
-    """A schedule as the database holds it, for `jobq cron list`."""
+    """A schedule as the database holds it, as `jobq cron list` shows it:
+    ``store.cron.schedules()`` returns them.
+
+    Attributes:
+        name: the schedule's name.
+        task: the task its ticks run; ``task_id`` is its recurring row.
+        queue: the queue of its runs.
+        cron: its expression, read in ``timezone``.
+        enabled: False once `jobq cron disable` paused it.
+        defined: False once the last worker to start on its queue no longer had it in
+            its app.
+        status: the status of its row: ``in_progress`` while a run is under way, ``done``
+            between ticks, ``cancelled`` while it does not run.
+        next_run: when it runs next (meaningless while it does not run).
+        last_run: when its last run started, and ``last_status`` how it ended (None
+            before the first end): done, failed, timed out, lease expired, cancelled or
+            released.
+
+    Example:
+        ```python
+        import jobq
+
+        app = jobq.App()
+        app.migrate()
+
+        @app.periodic(cron="0 6 * * *", timezone="Europe/Paris")
+        def morning_report() -> None: ...
+
+        app.store.cron.sync_schedules(app.schedules.values())  # what a worker does
+        [state] = [s for s in app.store.cron.schedules() if s.name == "morning_report"]
+        assert state.active and state.last_run is None and state.next_run.hour in (4, 5)
+        app.store.cron.set_schedule_enabled("morning_report", False)  # `jobq cron disable`
+        ```
+    """
 
     name: str
     task: str

@@ -187,7 +187,38 @@ class Completion:
 
 @dataclass(frozen=True, slots=True)
 class Undecodable:
-    """A stored JSON value that jobq could not decode (a row written by hand, say)."""
+    """A stored JSON value that jobq could not decode (a row written by hand, say).
+
+    A Task's ``args``, ``result`` or ``progress`` is one of these, instead of raising,
+    so that the row can still be listed and shown. A worker that captures a task whose
+    arguments are one fails it for good (no retry) with the error ``its arguments could
+    not be decoded (not JSON: <reason>)``.
+
+    Attributes:
+        text: the stored text, as it is.
+        reason: why it is not JSON (the decoder's message).
+
+    Example:
+        ```python
+        import sqlalchemy as sa
+
+        import jobq
+
+        app = jobq.App()
+        app.migrate()
+
+        @app.task(queue="raw")
+        def echo(text: str) -> str:
+            return text
+
+        handle = echo.enqueue(text="hi")
+        with app.store.engine.begin() as conn:  # a row broken by hand
+            conn.execute(sa.text("UPDATE jobq_tasks SET args = '{oops' WHERE id = :id"),
+                         {"id": handle.id})
+        args = app.store.get(handle).args
+        assert isinstance(args, jobq.Undecodable) and args.text == "{oops"
+        ```
+    """
 
     text: str
     reason: str

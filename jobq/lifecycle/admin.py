@@ -26,7 +26,28 @@ c = tasks.c
 
 
 class TaskAdmin:
-    """Listing, counting, retrying and cancelling tasks."""
+    """Listing, counting, retrying and cancelling tasks; purging and pruning queues
+    (``store.admin``): what `jobq list`, `jobq status`, `jobq retry`, `jobq cancel` and
+    `jobq queues` do.
+
+    Every method takes ids, names and numbers it checks first: a bad one raises
+    jobq.InvalidOption and changes nothing.
+
+    Example:
+        ```python
+        import jobq
+
+        store = jobq.Store()
+        store.migrate()
+        first, second = (store.enqueue("resize", {"n": n}, queue="images") for n in (1, 2))
+        assert store.admin.counts()[("images", jobq.Status.QUEUED)] == 2
+        assert [t.id for t in store.admin.list_tasks(queue="images")] == [second, first]
+        assert store.admin.cancel(first) and not store.admin.cancel(first)  # ended already
+        assert store.admin.retry(first)  # queued again
+        assert store.admin.cancel_queue("images") == 2
+        assert store.admin.prune(0, queue="images") == 2  # finished: deleted
+        ```
+    """
 
     def __init__(self, store: TaskStore) -> None:
         self.store = store
@@ -40,10 +61,15 @@ class TaskAdmin:
 
         A waiting task (queued, or failed with retries left) ends cancelled here. A running
         one gets a cancel request: its worker hears of it within a second and stops the run
-        (see jobq.check_cancelled), which then ends cancelled unless it had finished. True
-        if it did either (again for a repeated request), False if the task has ended
-        already or is a schedule's row (see `jobq cron disable`); TaskNotFound if there is
-        no task ``id``.
+        (see jobq.check_cancelled), which then ends cancelled unless it had finished.
+
+        Returns:
+            True if it did either (again for a repeated request); False if the task has
+            ended already or is a schedule's row (see `jobq cron disable`).
+
+        Raises:
+            TaskNotFound: there is no task ``id``.
+            InvalidOption: ``id`` is not an int.
         """
         check_int("id", id)
         stmt = self.db.prepare("cancel", self._cancel_statement)
@@ -86,7 +112,7 @@ class TaskAdmin:
         A terminal failure gets one more attempt (its retries_left stays 0). A task whose
         unique_key another pending task holds now stays as it is. A workflow node waits
         (blocked) while a parent is not done, and the nodes after it that were cancelled
-        before they ever ran wait for it again.
+        before they ever ran wait for it again. InvalidOption if ``id`` is not an int.
         """
         check_int("id", id)
         stmt = self._retry_statement(c.id == id)
@@ -100,7 +126,8 @@ class TaskAdmin:
         return self.db.write(retry, atomic=True)
 
     def retry_failed(self, queue: str | None = None) -> int:
-        """Queue every terminally failed task (of ``queue``) again now; how many."""
+        """Queue every terminally failed task (of ``queue``, else of every queue) again
+        now, as retry() does each; how many. InvalidOption for an empty queue name."""
         check_key("queue", queue)
         which = sa.and_(status_is(Status.FAILED), c.retries_left == 0)
         if queue is not None:
@@ -167,7 +194,19 @@ class TaskAdmin:
         name: str | None = None,
         limit: int = 50,
     ) -> list[Task]:
-        """The newest ``limit`` tasks, optionally of one status, one queue and one task name."""
+        """The newest ``limit`` tasks (highest ids first), optionally of one status, one
+        queue and one task name, as `jobq list` shows them.
+
+        Args:
+            status: a jobq.Status or its name (``"failed"``).
+            queue: a queue's name.
+            name: a task's name.
+            limit: how many at most (0 or more).
+
+        Raises:
+            UnknownStatus: ``status`` is not one of jobq.Status.
+            InvalidOption: an empty queue or name, a negative ``limit``.
+        """
         check_int("limit", limit, minimum=0, maximum=INT32[1])
         check_key("queue", queue)
         check_key("name", name)
@@ -234,7 +273,8 @@ class TaskAdmin:
         return count, max((as_utc(first) - as_utc(at_now)).total_seconds(), 0.0)
 
     def counts(self) -> dict[tuple[str, Status], int]:
-        """How many tasks each (queue, status) holds.
+        """How many tasks each (queue, status) holds, as `jobq status` counts them:
+        ``{("emails", Status.QUEUED): 12, ...}``; a pair with no task is absent.
 
         A schedule's recurring row counts only while one of its runs is under way or
         waiting (in_progress, queued, failed): resting between ticks (done) or paused
@@ -252,13 +292,16 @@ class TaskAdmin:
     def cancel_queue(self, queue: str, *, batch_size: int = 10_000) -> int:
         """Cancel every waiting task of ``queue`` (queued, blocked, or failed with retries
         left), in transactions of ``batch_size`` tasks; how many. Running tasks are left
-        alone; a workflow node's blocked descendants are cancelled with it."""
+        alone; a workflow node's blocked descendants are cancelled with it. This is
+        `jobq cancel --queue`; InvalidOption for an empty queue name or a bad ``batch_size``."""
         return bulk.cancel_waiting(self.store, queue, batch_size=batch_size)
 
     def purge(self, queue: str, *, batch_size: int = 10_000) -> int:
         """Delete every waiting task of ``queue`` (queued, blocked, or failed with retries
         left), in transactions of ``batch_size`` tasks; how many. Running and finished ones
-        stay; a workflow node's blocked descendants elsewhere are cancelled."""
+        stay; a workflow node's blocked descendants elsewhere are cancelled. Their handles
+        then raise TaskNotFound. This is `jobq purge`; InvalidOption for an empty
+        queue name or a bad ``batch_size``."""
         return bulk.purge(self.store, queue, batch_size=batch_size)
 
     def prune(
@@ -268,8 +311,12 @@ class TaskAdmin:
         queue: str | None = None,
         batch_size: int = bulk.PRUNE_BATCH,
     ) -> int:
-        """Delete finished tasks (done, terminal failed, cancelled) older than that, of
-        ``queue`` or of every queue, ``batch_size`` a short transaction; how many."""
+        """Delete finished tasks (done, terminal failed, cancelled) that finished more
+        than ``older_than`` (seconds or a timedelta) ago, of ``queue`` or of every queue,
+        ``batch_size`` a short transaction; how many. A finished workflow node that a node
+        after it still needs is kept. Workers prune by themselves (see
+        QueueRetention); this is `jobq prune`. InvalidOption for a negative age or an
+        empty queue name."""
         seconds = older_than.total_seconds() if isinstance(older_than, timedelta) else older_than
         check_seconds("older_than", seconds)
         if queue is not None:

@@ -22,11 +22,33 @@ _current_task: contextvars.ContextVar[Task | None] = contextvars.ContextVar(
 
 
 def current_task() -> Task | None:
-    """The task whose code is running here (its row as captured), or None outside one.
+    """The task whose code is running here (its jobq.Task row as captured), or None
+    outside one (a task function called directly, say).
 
-    Its ``attempt`` is the run's fencing token; for a periodic task, ``run_at`` is the
-    tick it runs for (or, on a retry, when the retry fell due). ``cancel_requested`` says
-    whether a cancel of the run was asked for.
+    Its ``id`` and ``attempt`` name the run (``attempt`` is its fencing token, 1 on the
+    first run); for a periodic task, ``run_at`` is the tick it runs for (or, on a retry,
+    when the retry fell due). ``cancel_requested`` says whether a cancel of the run was
+    asked for. It works in sync and async tasks, and in a thread an async task starts
+    with ``asyncio.to_thread`` (which copies the context).
+
+    Example:
+        ```python
+        import jobq
+        from jobq.worker import Worker
+
+        app = jobq.App()
+        app.migrate()
+
+        @app.task(queue="whoami")
+        def whoami() -> str:
+            task = jobq.current_task()
+            return f"{task.name} #{task.id}, attempt {task.attempt}"
+
+        handle = whoami.enqueue()
+        Worker(app, queues=["whoami"], burst=True, burst_wait=0).run()
+        assert handle.result(timeout=5) == f"whoami #{handle.id}, attempt 1"
+        assert jobq.current_task() is None  # not inside a run
+        ```
     """
     return _current_task.get()
 

@@ -25,10 +25,25 @@ lc = limits.c
 
 
 class Pauses:
-    """Pause and resume queues, and say which are paused (``store.pauses``).
+    """Pause and resume queues, and say which are paused (``store.pauses``): what
+    ``app.pause_queue``, `jobq queues pause` and `jobq queues resume` do.
 
     A pause is a column of the queue's jobq_limits row: captures leave a paused queue to
     the limits (jobq.limits.sql.Limits), whose copy of the table every change here drops.
+    A queue's pause and its limit are independent: clearing one keeps the other.
+
+    Example:
+        ```python
+        import jobq
+
+        store = jobq.Store()
+        store.migrate()
+        assert store.pauses.pause_queue("exports")
+        assert not store.pauses.pause_queue("exports")  # paused already
+        assert store.pauses.paused_queues() == ["exports"]
+        store.enqueue("export", {}, queue="exports")  # enqueues still go in
+        assert store.pauses.resume_queue("exports") and store.pauses.paused_queues() == []
+        ```
     """
 
     def __init__(self, store: TaskStore) -> None:
@@ -39,7 +54,9 @@ class Pauses:
     def pause_queue(self, queue: str) -> bool:
         """Stop every worker capturing from ``queue``; False if it was paused already.
 
-        Its running tasks finish as they would; its waiting tasks wait.
+        It holds from its commit on, for every worker on every host; its running tasks
+        finish as they would; its waiting tasks wait, and enqueues still go in.
+        InvalidOption for an empty queue name.
         """
         check_key("queue", queue, required=True)
         now = self.dialect.now()
@@ -58,7 +75,8 @@ class Pauses:
         return paused
 
     def resume_queue(self, queue: str) -> bool:
-        """Let workers capture from ``queue`` again; False if it was not paused."""
+        """Let workers capture from ``queue`` again; False if it was not paused.
+        InvalidOption for an empty queue name."""
         check_key("queue", queue, required=True)
 
         def resume(conn: Connection) -> bool:

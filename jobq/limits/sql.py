@@ -38,10 +38,25 @@ LIMITS_REFRESH = 1.0
 
 
 class Limits:
-    """Per-queue limits: set, clear and read them; capture limited queues within them.
+    """Per-queue limits (``store.queue_limits``): set, clear and read them; capture
+    limited queues within them. What ``app.set_limit`` and `jobq limits` use.
 
     Made on a TaskStore (``store.capability(Limits)``), it is the store's capture filter
     (jobq.core.hooks.CaptureFilter): captures leave limited and paused queues to it.
+    Limits are rows of jobq_limits, so every worker on every host obeys a change within
+    a second, without a restart.
+
+    Example:
+        ```python
+        import jobq
+
+        store = jobq.Store()
+        store.migrate()
+        store.queue_limits.set_limit("smtp", concurrency=2, rate="30/1m")
+        assert str(store.queue_limits.limits()["smtp"]) == "concurrency 2, rate 30/1m"
+        assert store.queue_limits.limit_usage()["smtp"] == (0, 0)  # running, started
+        assert store.queue_limits.clear_limit("smtp")
+        ```
     """
 
     def __init__(self, store: TaskStore) -> None:
@@ -92,7 +107,20 @@ class Limits:
         """Limit ``queue`` to ``concurrency`` tasks at once and/or ``rate`` starts per period.
 
         Replaces the queue's previous limit; running tasks are never stopped, so lowering
-        a limit takes effect as they end. ``rate`` is a Rate or text such as ``10/2s``.
+        a limit takes effect as they end.
+
+        Args:
+            queue: the queue's name.
+            concurrency: the most tasks of ``queue`` running at once (1 or more).
+            rate: the most starts in any window of a period: a jobq.limits.Rate or text
+                such as ``"10/2s"``, ``"100/1m"``, ``"5/s"``.
+
+        Returns:
+            The Limit stored (``str(limit)``: ``"concurrency 2, rate 30/1m"``).
+
+        Raises:
+            InvalidOption: an empty queue name; neither ``concurrency`` nor ``rate``; a
+                count below 1; a rate that does not parse.
         """
         check_key("queue", queue, required=True)
         parsed = Limit(
@@ -117,7 +145,8 @@ class Limits:
         return parsed
 
     def clear_limit(self, queue: str) -> bool:
-        """Remove ``queue``'s limit (it becomes unlimited); False if it had none."""
+        """Remove ``queue``'s limit (it becomes unlimited; a pause stays); False if it had
+        none. InvalidOption for an empty queue name."""
         check_key("queue", queue, required=True)
 
         def clear(conn: Connection) -> int:
@@ -155,7 +184,8 @@ class Limits:
         return found, frozenset(row.queue for row in rows if row.paused)
 
     def limit_usage(self) -> dict[str, tuple[int, int]]:
-        """For each limited queue: tasks running now, and starts within its rate period."""
+        """For each limited (or paused) queue: (tasks running now, starts within its rate
+        period; 0 without a rate), as `jobq limits show` shows them."""
         now = self.dialect.now()
         running = (
             sa.select(sa.func.count())

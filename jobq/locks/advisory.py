@@ -18,15 +18,41 @@ from jobq.locks.base import (
 
 
 class AdvisoryLock(_Lock):
-    """A PostgreSQL advisory lock on ``advisory_key(name)`` (seed 003); no table involved.
+    """A PostgreSQL advisory lock on ``advisory_key(name)``; no table involved.
 
     By default transaction-scoped (``pg_try_advisory_xact_lock``): held until the
     transaction that took it ends. ``acquire(connection=conn)`` takes it in the caller's
     transaction, which frees it by committing or rolling back; otherwise the lock opens a
-    connection and a transaction of its own (``self.connection``: do the work it guards
-    there), and ``release()`` commits them. With ``session=True`` it is a session lock
-    (``pg_try_advisory_lock``), held by its connection until ``release()``. Other
-    databases raise RequiresPostgreSQL.
+    connection and a transaction of its own (``lock.connection``: do the work it guards
+    there), and ``release()`` commits them; a ``with`` block whose body raises rolls
+    them back. With ``session=True`` it is a session lock (``pg_try_advisory_lock``),
+    held by its connection until ``release()``. ``key`` is the 64-bit key, which other
+    programs can compute (``jobq.locks.advisory_key``: the first 8 bytes of the
+    name's SHA-256, big-endian, signed) to take the same lock. ``with`` raises
+    jobq.LockNotAcquired when it is not taken within ``wait`` seconds.
+
+    On PostgreSQL:
+
+    ```text
+    with app.advisory_lock("rebuild-index") as lock:
+        lock.connection.execute(...)  # committed as the block ends, and the lock with it
+    ```
+
+    Raises:
+        RequiresPostgreSQL: the database is SQLite or MySQL.
+        NeedsSession: ``session=True`` through a transaction pooler.
+        InvalidOption: an empty name or a negative ``wait``.
+
+    Example:
+        ```python
+        import jobq
+
+        app = jobq.App()  # SQLite here
+        try:
+            app.advisory_lock("rebuild-index")
+        except jobq.RequiresPostgreSQL as error:
+            assert str(error) == "AdvisoryLock requires PostgreSQL; this database is sqlite."
+        ```
     """
 
     kind = "advisory lock"
@@ -43,7 +69,9 @@ class AdvisoryLock(_Lock):
         self._own_connection = False
 
     def acquire(self, wait: float | None = None, *, connection: Connection | None = None) -> bool:
-        """Take the lock, trying for up to ``wait`` seconds; whether it was taken."""
+        """Take the lock, trying for up to ``wait`` seconds (default: the lock's own);
+        whether it was taken. Given ``connection``, in that connection's transaction.
+        JobqError if this object holds it already."""
         if wait is not None:
             check_seconds("wait", wait)
         if self.connection is not None:

@@ -22,15 +22,17 @@ from jobq.locks.base import (
 
 
 class Mutex(_RowLock):
-    """Held or free, until someone releases it (seed 002): it never expires.
+    """Held or free, until someone releases it: it never expires.
 
     ``acquire()`` flips ``acquired`` from false to true with one conditional write;
     ``release()`` flips it back, whoever calls it (``jobq locks release NAME`` too).
     Suits work that must not start again until a person looks at why the last run stopped.
     A ``with`` block frees the mutex at its end only if it is still the one it took: if an
     operator freed it meanwhile and someone else holds it now, it stays held.
-    Make one with ``app.mutex(name)`` (or ``store.locks.mutex``); ``with`` raises
-    jobq.LockNotAcquired if it is not acquired within ``wait`` seconds.
+    Make one with ``app.mutex(name)`` (or ``store.locks.mutex``).
+    ``acquire(wait=None)`` tries for up to ``wait`` seconds (default: the lock's own)
+    and says whether it took it; ``with`` raises jobq.LockNotAcquired instead of
+    returning False. Both raise jobq.LockKindMismatch if ``name`` is another kind's lock.
 
     Example:
         ```python
@@ -88,10 +90,41 @@ class Mutex(_RowLock):
 
 
 class TimeoutLock(_RowLock):
-    """At most once per ``timeout`` seconds (seed 002): nothing to release.
+    """At most once per ``timeout`` seconds, across every process: nothing to release.
 
-    ``acquire()`` succeeds only when the last successful acquisition of this name, by
-    anyone, is more than ``timeout`` seconds old on the database's clock.
+    ``acquire(wait=None)`` succeeds only when the last successful acquisition of this
+    name, by anyone, is more than ``timeout`` seconds old on the database's clock; it
+    tries for up to ``wait`` seconds (default: the lock's own) and says whether it took
+    it. ``with`` raises jobq.LockNotAcquired instead of returning False; leaving the
+    block frees nothing. Suits "at most one digest an hour" however many workers try.
+    Make one with ``app.timeout_lock(name, timeout)`` (or ``store.locks``).
+
+    Args:
+        store: the Store whose database holds the lock.
+        name: the lock's name, shared by every process on that database.
+        timeout: seconds (> 0) after an acquisition before the next may succeed.
+        wait: seconds ``acquire()`` and ``with`` keep trying (0: one try).
+
+    Raises:
+        InvalidOption: an empty name, a ``timeout`` not > 0 or a negative ``wait``.
+        LockKindMismatch: (by acquire and ``with``) ``name`` is another kind's lock.
+
+    Example:
+        ```python
+        import jobq
+
+        app = jobq.App()
+        app.migrate()
+        assert app.timeout_lock("hourly-digest", 3600).acquire()
+        assert not app.timeout_lock("hourly-digest", 3600).acquire()  # for an hour
+        try:
+            with app.timeout_lock("hourly-digest", 3600):
+                pass
+        except jobq.LockNotAcquired as error:
+            assert str(error) == (
+                "Could not acquire timeout 'hourly-digest' within 0 s: another holder has it."
+            )
+        ```
     """
 
     kind = "timeout"
@@ -122,13 +155,45 @@ class TimeoutLock(_RowLock):
 
 
 class Lease(_RowLock):
-    """Held by one owner until released or ``ttl`` seconds pass unrenewed (seeds 001, 004).
+    """Held by one owner until released, or until ``ttl`` seconds pass unrenewed.
 
-    Taken by inserting the row, or by taking over an expired one with a compare-and-swap on
-    its expiry. ``renew()`` and ``release()`` apply only while the row still names this
-    owner, so a holder whose lease expired and was taken over changes nothing. ``owner``
-    defaults to a fresh random token; give a stable one to let a restarted process take
-    back its unexpired lease.
+    For a leader or a singleton that must not stay locked when its process dies: another
+    owner takes an expired lease over. ``acquire(wait=None)`` takes it (or extends this
+    owner's own unexpired lease) and says whether; ``renew()`` and ``release()`` apply
+    only while the row still names this owner, so a holder whose lease expired and was
+    taken over changes nothing and learns it from their False. ``with`` raises
+    jobq.LockNotAcquired instead of returning False, and releases at the block's end.
+    Make one with ``app.lease(name, ttl)`` (or ``store.locks.lease``).
+
+    Args:
+        store: the Store whose database holds the lease.
+        name: the lease's name, shared by every process on that database.
+        ttl: seconds (> 0) it holds from each acquire or renew.
+        owner: who holds it: default a fresh random token; give a stable one to let a
+            restarted process take back its unexpired lease.
+        wait: seconds ``acquire()`` and ``with`` keep trying (0: one try).
+
+    Raises:
+        InvalidOption: an empty name or owner, a ``ttl`` not > 0 or a negative ``wait``.
+        LockKindMismatch: (by acquire and ``with``) ``name`` is another kind's lock.
+
+    Example:
+        ```python
+        import time
+
+        import jobq
+
+        app = jobq.App()
+        app.migrate()
+        first = app.lease("leader", ttl=0.2, owner="node-1")
+        second = app.lease("leader", ttl=0.2, owner="node-2")
+        assert first.acquire() and not second.acquire()
+        assert first.renew()  # 0.2 s more, while node-1 still holds it
+        time.sleep(0.3)  # node-1 stopped renewing: its lease expired
+        assert second.acquire()
+        assert not first.renew() and not first.release()  # it is node-2's now
+        assert second.release()
+        ```
     """
 
     kind = "lease"
@@ -169,7 +234,9 @@ class Lease(_RowLock):
         }  # fmt: skip
 
     def renew(self, ttl: float | None = None) -> bool:
-        """Extend the lease to ``ttl`` (default: its own) seconds from now; False if lost."""
+        """Extend the lease to ``ttl`` (default: its own) seconds from now, and keep that
+        ``ttl`` for later renewals; False if this owner no longer holds it (it expired
+        and another owner took it, or it was released). InvalidOption if ``ttl`` is not > 0."""
         if ttl is not None:
             check_seconds("ttl", ttl, positive=True)
         dialect = self.store.dialect

@@ -26,7 +26,26 @@ FOREVER = math.inf
 
 
 class QueueRetention:
-    """Set, clear and read the queues' own retention times."""
+    """Set, clear and read the queues' own retention times (``store.retention``): how
+    long the workers keep each queue's finished tasks before they prune them.
+
+    A queue without one keeps its finished tasks for the workers' ``--retain`` (7 days by
+    default). ``jobq.queues.retention.FOREVER`` (``math.inf``) keeps them forever.
+
+    Example:
+        ```python
+        import math
+
+        import jobq
+
+        store = jobq.Store()
+        store.migrate()
+        store.retention.set_retention("audit", math.inf)  # never pruned
+        store.retention.set_retention("thumbnails", 3600)  # an hour
+        assert store.retention.retentions() == {"audit": math.inf, "thumbnails": 3600.0}
+        assert store.retention.clear_retention("thumbnails")  # back to --retain
+        ```
+    """
 
     def __init__(self, store: TaskStore) -> None:
         self.db = store.db
@@ -34,7 +53,9 @@ class QueueRetention:
 
     def set_retention(self, queue: str, seconds: float) -> None:
         """Keep the finished tasks of ``queue`` for ``seconds`` (FOREVER: never prune them),
-        whatever the workers' --retain says."""
+        whatever the workers' --retain says (`jobq queues retain`); it replaces the
+        queue's previous time.
+        InvalidOption for an empty queue name, or ``seconds`` not > 0."""
         check_key("queue", queue, required=True)
         if seconds != FOREVER:
             check_seconds("seconds", seconds, positive=True)

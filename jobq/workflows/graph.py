@@ -41,9 +41,17 @@ SIGNATURE_OPTIONS = ("_delay", "_run_at", "_priority", "_queue")
 class Signature:
     """One run of a registered task, with its arguments and options, not yet enqueued.
 
-    Made by ``task.s(**kwargs)``: the arguments are checked against the function and for
-    JSON then. A node's ``delay`` counts from the workflow's enqueue, and ``run_at`` is a
-    moment: once its parents are done, a node still waits for it if it is later.
+    Made by ``task.s(**kwargs)`` (see TaskFunction.s): the arguments are checked against
+    the function and for JSON then. A node's ``delay`` counts from the workflow's
+    enqueue, and ``run_at`` is a moment: once its parents are done, a node still waits
+    for it if it is later. A signature is a part of jobq.chain, group and chord, and a
+    node of a jobq.Workflow; ``sig.enqueue()`` enqueues it alone, as a workflow of one
+    node.
+
+    Raises:
+        InvalidWorkflow: ``_delay`` and ``_run_at`` together.
+        InvalidOption: an empty ``_queue``, a ``_priority`` that is not a 32-bit int, a
+            negative ``_delay``.
     """
 
     app: SignatureApp
@@ -77,7 +85,8 @@ class Signature:
         return [workflow.add(self, after=after)]
 
     def enqueue(self, connection: Connection | None = None) -> WorkflowHandle:
-        """Enqueue a workflow of this one node."""
+        """Enqueue a workflow of this one node, in one transaction (or the caller's
+        ``connection``); its jobq.WorkflowHandle, whose result is this task's."""
         return _enqueue(self, connection)
 
 
@@ -97,8 +106,38 @@ class Node:
 class Workflow:
     """A DAG of signatures: ``node = wf.add(sig, after=[other, ...])``, then ``wf.enqueue()``.
 
-    A node may only come after nodes added before it, so every workflow is acyclic by
-    construction.
+    For the graphs chain, group and chord do not draw (a node after two nodes of
+    different branches, say). A node may only come after nodes added before it, so every
+    workflow is acyclic by construction. Each node runs once every node it comes after is
+    done; one that fails for good (or is cancelled) cancels every node after it. The
+    workflow's result is that of its final node (the one no node comes after), or the
+    list of its final nodes' results.
+
+    Example:
+        ```python
+        import jobq
+        from jobq.worker import Worker
+
+        app = jobq.App()
+        app.migrate()
+
+        @app.task(queue="etl")
+        def fetch(source: str) -> int:
+            return len(source)
+
+        @app.task(queue="etl")
+        def merge() -> list[int]:
+            return jobq.parent_results()
+
+        wf = jobq.Workflow()
+        a = wf.add(fetch.s(source="abc"))
+        b = wf.add(fetch.s(source="de"))
+        wf.add(merge.s(), after=[b, a])  # parent_results() in this order
+        handle = wf.enqueue()
+        assert [task.status for task in handle.tasks] == ["queued", "queued", "blocked"]
+        Worker(app, queues=["etl"], burst=True, burst_wait=0).run()
+        assert handle.result(timeout=5) == [2, 3]
+        ```
     """
 
     def __init__(self) -> None:
@@ -109,9 +148,15 @@ class Workflow:
         return f"<Workflow of {len(self.nodes)} node(s)>"
 
     def add(self, signature: Signature, after: Iterable[Node] = ()) -> Node:
-        """Add a node running ``signature`` once every node of ``after`` is done.
+        """Add a node running ``signature`` once every node of ``after`` is done; the
+        Node, for later nodes' ``after``. Nothing is written until enqueue().
 
         Inside its run, ``jobq.parent_results()`` gives their results in this order.
+
+        Raises:
+            InvalidWorkflow: ``signature`` is not a signature (``task.s(...)``); ``after``
+                names something that is not a node of this workflow, or a node twice;
+                the task is of an app on another database than the other nodes'.
         """
         if not isinstance(signature, Signature):
             raise InvalidWorkflow(
@@ -135,7 +180,9 @@ class Workflow:
 
     def enqueue(self, connection: Connection | None = None) -> WorkflowHandle:
         """Write every node and edge in one transaction (or the caller's ``connection``,
-        committing or rolling back with it); the workflow's handle."""
+        committing or rolling back with it); the workflow's jobq.WorkflowHandle. Nodes
+        after others are written ``blocked``, the others ``queued``. InvalidWorkflow if
+        it has no nodes."""
         from jobq.workflows.handle import WorkflowHandle
 
         if not self.nodes:

@@ -16,9 +16,36 @@ if TYPE_CHECKING:
 
 
 class WorkflowHandle:
-    """Workflow ``id`` of ``store``; ``tasks`` are the handles of its nodes, in the order
-    they were added. Its result is its final node's (a node no other runs after), or the
-    list of its final nodes' results where it has several (a group)."""
+    """An enqueued workflow: wait for its result, look at its nodes, cancel it.
+
+    Returned by the ``enqueue()`` of a chain, group, chord, Workflow or signature, and by
+    ``app.workflow(id)`` for one enqueued elsewhere. ``id`` is the workflow's (`jobq
+    workflow show ID`); ``tasks`` are the jobq.TaskHandle of its nodes, in the order they
+    were added; ``final`` those whose results make the workflow's. Its result is its final
+    node's (a node no other runs after), or the list of its final nodes' results where it
+    has several (a group).
+
+    Example:
+        ```python
+        import jobq
+
+        app = jobq.App()
+        app.migrate()
+
+        @app.task(queue="pipeline")
+        def step(n: int) -> int:
+            return n
+
+        handle = jobq.chain(step.s(n=1), step.s(n=2)).enqueue()
+        assert [task.status for task in handle.tasks] == ["queued", "blocked"]
+        assert app.workflow(handle.id).final == [handle.tasks[1]]
+        assert handle.cancel() == 2  # no worker ran them: both end cancelled
+        try:
+            handle.result(timeout=1)
+        except jobq.TaskCancelled as error:
+            assert str(error).endswith("was cancelled: cancelled with its workflow")
+        ```
+    """
 
     def __init__(self, id: int, store: TaskStore, task_ids: Sequence[int], final: Sequence[int]):
         #: The workflow's id (`jobq workflow show ID`).
@@ -53,9 +80,15 @@ class WorkflowHandle:
     def result(self, timeout: float | None = None) -> Any:
         """Block until the final node(s) end; the result (a list for several).
 
-        Raises as TaskHandle.result does for the first final node that did not end done
-        (TaskCancelled for one cancelled because a node before it failed, its error naming
-        that node), ResultTimeout (naming the node waited for) once ``timeout`` seconds pass.
+        Args:
+            timeout: seconds to wait at most, for all of them; None: no end.
+
+        Raises:
+            TaskFailed: a final node failed for good.
+            TaskCancelled: a final node was cancelled: asked for, or because a node
+                before it failed (its error naming that node).
+            ResultTimeout: ``timeout`` seconds passed (naming the node waited for).
+            TaskNotFound: a final node's row is gone (pruned).
         """
         _check(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -77,7 +110,8 @@ class WorkflowHandle:
 
     def cancel(self) -> int:
         """Cancel every node not finished yet: waiting ones at once, running ones by a
-        request (they end cancelled unless they finish first). How many it did either to."""
+        request (they end cancelled unless they finish first); no node can start again
+        afterwards. How many nodes it did either to. WorkflowNotFound if its rows are gone."""
         return self.store.capability(Workflows).cancel_workflow(self.id)
 
 

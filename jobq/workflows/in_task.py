@@ -27,8 +27,11 @@ def serve(store: TaskStore | None) -> None:
 def parent_results() -> list[Any]:
     """The results of the running task's parents, in the order its ``after=`` named them.
 
-    Empty for a task that runs after nothing, and outside a worker's run (a task function
-    called directly). One read by primary key, in the calling thread.
+    In a chain, the previous part's result (a list of one; a group's results where the
+    part before is a group); in a chord's callback, the group's results in order. None
+    for a parent whose row was pruned meanwhile. Empty for a task that runs after
+    nothing, and outside a worker's run (a task function called directly). One read by
+    primary key, in the calling thread. See jobq.chain and jobq.Workflow for examples.
     """
     task = current_task()
     if task is None or task.workflow_id is None or _store is None:

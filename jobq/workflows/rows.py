@@ -49,7 +49,9 @@ class NodeRow(Protocol):
 
 
 class Workflows:
-    """enqueue_workflow, its nodes and edges, and what the ends of nodes do to the others."""
+    """Workflows' rows (``store.workflows``): enqueue_workflow, their nodes and edges, and
+    what the ends of nodes do to the others. jobq.Workflow, chain, group, chord and
+    jobq.WorkflowHandle are the API; these are what they and `jobq workflow` call."""
 
     def __init__(self, store: TaskStore) -> None:
         """Made on a TaskStore (``store.capability(Workflows)``): the ends of nodes settle
@@ -70,7 +72,8 @@ class Workflows:
         self, nodes: Sequence[NodeRow], *, connection: Connection | None = None
     ) -> tuple[int, list[int]]:
         """Write a workflow of ``nodes`` (each after nodes listed before it): its id, and
-        the task ids of its nodes in order. One transaction, or the caller's."""
+        the task ids of its nodes in order. One transaction, or the caller's. Workflow.enqueue
+        calls it with its nodes; nodes after others are written ``blocked``."""
         delays = any(n.signature.run_at is not None for n in nodes)
         room = self.db.room()
 
@@ -240,7 +243,8 @@ class Workflows:
         return [Task.from_values(self.store._read(row)) for row in rows]
 
     def workflow_edges(self, workflow_id: int) -> list[tuple[int, int, int, bool]]:
-        """(child_id, position, parent_id, parent_done) of every edge of a workflow."""
+        """(child_id, position, parent_id, parent_done) of every edge of workflow
+        ``workflow_id``, by child and position; empty if there is no such workflow."""
         check_int("workflow_id", workflow_id)
         query = (
             sa.select(e.child_id, e.position, e.parent_id, e.parent_done)
@@ -287,14 +291,13 @@ class Workflows:
 
     def cancel_workflow(self, workflow_id: int) -> int:
         """Cancel every node of the workflow not finished yet: waiting ones at once,
-        running ones by a cancel request (as Store.cancel). How many it did either to;
-        WorkflowNotFound if there is no such workflow.
+        running ones by a cancel request (as store.admin.cancel). How many it did either
+        to; WorkflowNotFound if there is no such workflow (WorkflowHandle.cancel).
 
-        No node can start again afterwards, whatever runs meanwhile: one UPDATE
-        (task_admin.cancel_update) decides each node by its status when it writes it,
-        so a run ending into a retry between two statements cannot escape both. A
-        requested node's end that would make it wait again is recorded cancelled
-        (run_end.CANCEL_PENDING), and rescue ends it cancelled if its lease lapses.
+        No node can start again afterwards, whatever runs meanwhile: one UPDATE decides
+        each node by its status when it writes it, so a run ending into a retry cannot
+        escape. A requested node's end that would make it wait again is recorded
+        cancelled, and rescue ends it cancelled if its lease lapses.
         """
         check_int("workflow_id", workflow_id)
         exists = sa.select(workflows.c.id).where(workflows.c.id == workflow_id)
