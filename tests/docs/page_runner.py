@@ -51,9 +51,10 @@ def main() -> int:
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     namespace: dict[str, Any] = {"__name__": "__main__"}
+    examples = 0
     for step in spec["steps"]:
         # A docstring's example is named by the object it documents.
-        where = f"{(step['kind'] == 'python' and step['title']) or page}:{step['line']}"
+        where = f"{(step['kind'] == 'example' and step['title']) or page}:{step['line']}"
         text = step["text"]
         try:
             if step["kind"] == "file":
@@ -61,6 +62,10 @@ def main() -> int:
                     file.write(text)
             elif step["kind"] == "python":
                 exec(compile(text, where, "exec"), namespace)
+            elif step["kind"] == "example":
+                examples += 1
+                os.environ["JOBQ_DATABASE_URL"] = f"sqlite:///{os.getcwd()}/example-{examples}.db"
+                exec(compile(text, where, "exec"), {"__name__": "__main__"})
             elif step["kind"] == "check":
                 check(text)
             else:

@@ -40,7 +40,9 @@ SERVERS = {"dashboard", "metrics"}
 class Step:
     """One thing a page's test does: run Python, write a file, or a shell command."""
 
-    kind: str  # "python", "file", "check" (parse a jobq command) or "run"
+    # "python", "file", "check" (parse a jobq command), "run", or "example" (a docstring's:
+    # Python run on its own, in a fresh namespace with a fresh SQLite database)
+    kind: str
     text: str
     line: int  # 1-based line of the page where the block or command starts
     title: str = ""
@@ -219,8 +221,8 @@ CAPABILITIES = (
 
 def docstring_page() -> Page:
     """The examples of the reference's docstrings (```python blocks in them), as one
-    page whose steps each run with their own namespace's names: every example starts
-    from ``import jobq`` and a fresh SQLite database of the page's."""
+    page whose steps each run on their own: a fresh namespace, and a fresh SQLite
+    database as ``JOBQ_DATABASE_URL``."""
     import inspect
 
     page = Page(Path("docstrings"))
@@ -234,5 +236,5 @@ def docstring_page() -> Page:
             continue
         for info, body, line in fenced_blocks(doc):
             if info.split()[:1] == ["python"]:
-                page.steps.append(Step("python", body, line, title=dotted))
+                page.steps.append(Step("example", body, line, title=dotted))
     return page
