@@ -26,7 +26,7 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from jobq.cli import main
+from jobq.cli import common, main
 
 # Doctor reads server-wide state (sessions of the database, replication slots) that
 # tests running beside it would change: never in parallel with others.
@@ -77,6 +77,15 @@ COMMANDS: dict[str, list[str]] = {
     "dashboard": ["--check"],
     "doctor": [],
 }
+
+
+@pytest.fixture(autouse=True)
+def brief_patience(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reading commands run here in process give up on a database they cannot reach
+    (or that refuses the password) after 0.2 s instead of READ_PATIENCE's 5: what they
+    print is the same, and test_cli_outage.py tests the patience itself. Twenty-odd
+    commands a URL otherwise waited 5 s each, a minute a URL."""
+    monkeypatch.setattr(common, "READ_PATIENCE", 0.2)
 
 
 def commands_with_a_database_url(group: click.Group, path: str = "") -> Iterator[str]:
