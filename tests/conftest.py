@@ -21,7 +21,7 @@ import sqlalchemy as sa
 
 import jobq
 from jobq.engine.database import Database
-from tests import tigerbeetle_server
+from tests import fresh_schema, tigerbeetle_server
 
 BACKENDS = ["sqlite", "postgresql", "mysql"]
 ENV = {
@@ -126,16 +126,18 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def db_url(empty_url: str, backend: str, request: pytest.FixtureRequest) -> str:
-    """A URL of a freshly migrated database (on SQLite, a copy of one migrated once)."""
+def db_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A URL of a freshly migrated database with no rows: on SQLite a copy of a file
+    migrated once; on a server the session's schema, emptied if it is still as migrated,
+    else migrated anew (tests/fresh_schema.py)."""
     if backend == "sqlite":
-        template = request.getfixturevalue("sqlite_template")
-        shutil.copyfile(template, sa.make_url(empty_url).database or "")
-        return empty_url
-    store = jobq.Store(empty_url)
-    store.migrate()
-    store.dispose()
-    return empty_url
+        path = tmp_path / "jobq.db"
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
+        return f"sqlite:///{path}"
+    url = session_url(backend, request)
+    fresh = request.node.get_closest_marker("fresh_database") is not None
+    fresh_schema.migrated(url, _drop_jobq_tables, fresh=fresh)
+    return url
 
 
 @pytest.fixture

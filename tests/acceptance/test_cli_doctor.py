@@ -18,7 +18,8 @@ from tests.acceptance.test_cli import Cli, cli, failure, sqlite_only
 
 # Doctor reads server-wide state (sessions of the database, replication slots) that
 # tests running beside it would change: never in parallel with others.
-pytestmark = pytest.mark.serial
+# The server's statistics of the tables (dead rows, vacuums): a fresh migration each.
+pytestmark = [pytest.mark.serial, pytest.mark.fresh_database]
 
 __all__ = ["cli"]  # the fixture, shared with test_cli
 

@@ -25,6 +25,9 @@ FINISHED = 30_000
 BACKLOG = 20_000
 QUEUE_CHOICES = {"all queues": None, "one queue": ["default"], "two queues": ["default", "q"]}
 
+# The planner's statistics of a fresh table (keep_unanalysed): never a reused one.
+pytestmark = pytest.mark.fresh_database
+
 
 def fill(store: jobq.Store) -> None:
     """Many finished rows, a large backlog in 'default', a few tasks in 'q'."""

@@ -26,7 +26,8 @@ from jobq.engine.database import Database
 
 # Doctor reads server-wide state (sessions of the database, replication slots) that
 # tests running beside it would change: never in parallel with others.
-pytestmark = pytest.mark.serial
+# The server's statistics of the tables (dead rows, vacuums): a fresh migration each.
+pytestmark = [pytest.mark.serial, pytest.mark.fresh_database]
 
 _T = TypeVar("_T")
 
