@@ -19,6 +19,7 @@ the planner's or the server's statistics of the tables (plans, doctor) is marked
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 import sqlalchemy as sa
 
@@ -95,7 +96,7 @@ def _truncate(conn: sa.Connection) -> None:
     conn.exec_driver_sql("SET foreign_key_checks = 1")
 
 
-def migrated(url: str, drop_jobq_tables: object, *, fresh: bool) -> None:
+def migrated(url: str, drop_jobq_tables: Callable[[str], None], *, fresh: bool) -> None:
     """Leave the database at ``url`` freshly migrated with no rows: emptied if its schema
     is exactly what the session's first migration made (and ``fresh`` is not asked),
     else its jobq tables dropped and migrated anew."""
@@ -106,7 +107,7 @@ def migrated(url: str, drop_jobq_tables: object, *, fresh: bool) -> None:
                 _truncate(conn)
                 return
     engine.dispose()  # no pooled connection of ours holds a lock the drop would wait for
-    drop_jobq_tables(url)  # type: ignore[operator]
+    drop_jobq_tables(url)
     store = jobq.Store(url)
     store.migrate()
     store.dispose()
