@@ -70,21 +70,33 @@ def server_namespace(backend: str, create: str, drop: str) -> Iterator[tuple[str
     admin.dispose()
 
 
+@contextmanager
+def fresh_namespace_url(backend: str) -> Iterator[str]:
+    """A URL of a fresh schema (PostgreSQL: the URL's search_path) or database (MySQL) on
+    ``backend``'s test server, dropped on leaving."""
+    if backend == "postgresql":
+        create, drop = "CREATE SCHEMA {name}", "DROP SCHEMA {name} CASCADE"
+        with server_namespace("postgresql", create, drop) as (base, schema):
+            url = sa.make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
+            yield url.render_as_string(hide_password=False)
+        return
+    create = "CREATE DATABASE {name} CHARACTER SET utf8mb4"
+    with server_namespace("mysql", create, "DROP DATABASE {name}") as (base, name):
+        yield sa.make_url(base).set(database=name).render_as_string(hide_password=False)
+
+
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """A URL whose search_path is a fresh schema, dropped at the end of the session."""
-    create, drop = "CREATE SCHEMA {name}", "DROP SCHEMA {name} CASCADE"
-    with server_namespace("postgresql", create, drop) as (base, schema):
-        url = sa.make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
-        yield url.render_as_string(hide_password=False)
+    with fresh_namespace_url("postgresql") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
 def mysql_url() -> Iterator[str]:
     """A URL of a fresh database on the MySQL server, dropped at the end of the session."""
-    create = "CREATE DATABASE {name} CHARACTER SET utf8mb4"
-    with server_namespace("mysql", create, "DROP DATABASE {name}") as (base, name):
-        yield sa.make_url(base).set(database=name).render_as_string(hide_password=False)
+    with fresh_namespace_url("mysql") as url:
+        yield url
 
 
 @pytest.fixture(params=BACKENDS)

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
-from tests.conftest import server_namespace
+from tests.conftest import fresh_namespace_url
 from tests.docs.snippets import Page, docstring_page, pages, read_page
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,17 +41,11 @@ def parametrize_pages(chosen: list[Page]) -> Any:
 def page_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh database of the kind the page asks for."""
     page: Page = request.param
-    if page.database == "postgresql":
-        create, drop = "CREATE SCHEMA {name}", "DROP SCHEMA {name} CASCADE"
-        with server_namespace("postgresql", create, drop) as (base, schema):
-            url = sa.make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
-            yield url.render_as_string(hide_password=False)
-    elif page.database == "mysql":
-        create = "CREATE DATABASE {name} CHARACTER SET utf8mb4"
-        with server_namespace("mysql", create, "DROP DATABASE {name}") as (base, name):
-            yield sa.make_url(base).set(database=name).render_as_string(hide_password=False)
-    else:
+    if page.database == "sqlite":
         yield f"sqlite:///{tmp_path / 'jobq.db'}"
+        return
+    with fresh_namespace_url(page.database) as url:
+        yield url
 
 
 def run_page(page: Page, page_url: str, tmp_path: Path) -> None:
