@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import subprocess
 import sys
 import traceback
@@ -16,14 +15,12 @@ from typing import Any
 import click
 
 from jobq.cli import main as jobq_command
+from tests.docs.snippets import program
 
 
 def check(command: str) -> None:
     """Parse a jobq command line with jobq's click commands, without running it."""
-    words = shlex.split(command, comments=True)
-    while words and "=" in words[0] and not words[0].startswith("-"):
-        words.pop(0)
-    args = words[1:]
+    _, args = program(command)
     if "--help" in args or "--version" in args:
         args = [arg for arg in args if arg not in {"--help", "--version"}]
     command_obj: click.Command = jobq_command

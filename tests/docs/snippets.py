@@ -21,6 +21,8 @@ write them):
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -28,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+import jobq
 
 SHELLS = {"sh", "bash", "console", "shell"}
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
@@ -183,11 +187,6 @@ def pages(root: Path) -> list[Path]:
 def documented_objects() -> list[tuple[str, object]]:
     """(dotted name, object) of every name the API reference documents, and of their
     public methods and properties: the docstrings the site shows."""
-    import importlib
-    import inspect
-
-    import jobq
-
     roots = [(f"jobq.{name}", getattr(jobq, name)) for name in jobq.__all__]
     for dotted in CAPABILITIES:
         module, _, name = dotted.rpartition(".")
@@ -223,8 +222,6 @@ def docstring_page() -> Page:
     """The examples of the reference's docstrings (```python blocks in them), as one
     page whose steps each run on their own: a fresh namespace, and a fresh SQLite
     database as ``JOBQ_DATABASE_URL``."""
-    import inspect
-
     page = Page(Path("docstrings"))
     seen: set[int] = set()
     for dotted, obj in documented_objects():
