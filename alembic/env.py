@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from alembic import context
 from jobq.dialects.mysql_ddl import autogenerate_filter
 from jobq.dialects.schema import metadata
+from jobq.engine.database import Database
 from jobq.engine.migrations import VERSION_TABLE
 
 
@@ -32,7 +33,12 @@ if connection is not None:
     _run(connection)
 else:
     # Plain `alembic -c ...` use: take the URL from the config file or the environment.
+    # jobq's Database reads it as jobq does everywhere: postgres:// and plain postgresql://
+    # are PostgreSQL with psycopg, a pooler's parameter is understood.
     url = context.config.get_main_option("sqlalchemy.url") or os.environ["JOBQ_DATABASE_URL"]
-    engine = sa.create_engine(url)
-    with engine.begin() as conn:
-        _run(conn)
+    database = Database(url)
+    try:
+        with database.engine.begin() as conn:
+            _run(conn)
+    finally:
+        database.dispose()
