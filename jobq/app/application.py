@@ -10,13 +10,8 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from jobq.app.enqueueing import (
-    enqueue_rows,
-    given,
-    signature,
-    split_options,
-    unknown_options,
-)
+from jobq.app.connections import adapted, refuse_unless_sqlalchemy
+from jobq.app.enqueueing import enqueue_rows, given, signature, split_options, unknown_options
 from jobq.app.schedules import schedule_of
 from jobq.app.store import Store
 from jobq.core.registry import Registry, TaskDefinition
@@ -272,7 +267,8 @@ class App:
             priority: instead of the definition's.
             queue: instead of the definition's.
             connection: a SQLAlchemy connection whose transaction the row is written in
-                (it commits or rolls back with it).
+                (it commits or rolls back with it), or an object an adapter of
+                jobq.app.connections takes (Django's, with jobq.contrib.django).
 
         Raises:
             UnknownTask: no task ``name`` is registered here.
@@ -298,10 +294,10 @@ class App:
         arguments = definition.check_arguments(kwargs, json=False)  # Store.enqueue encodes
         options = definition.row_options(arguments)
         options.update(given(queue=queue, priority=priority))
-        task_id = self.store.enqueue(
-            definition.name, arguments, run_at=run_at, delay=delay, connection=connection,
-            **options,
-        )  # fmt: skip
+        with adapted(connection, self.store) as conn:
+            task_id = self.store.enqueue(
+                definition.name, arguments, run_at=run_at, delay=delay, connection=conn, **options
+            )
         self._enqueued(connection)
         return TaskHandle(task_id, self.store)
 
@@ -317,8 +313,10 @@ class App:
         connection: Connection | None = None,
     ) -> TaskHandle:
         """enqueue() for asyncio: the same arguments, checks, errors and TaskHandle, and
-        the event loop keeps running meanwhile (the write runs in a thread):
+        the event loop keeps running meanwhile (the write runs in a thread, so
+        ``connection`` is a SQLAlchemy one or None):
         ``handle = await app.enqueue_async("notify", {"user": 7})``."""
+        refuse_unless_sqlalchemy(connection)
         enqueue = functools.partial(
             self.enqueue, name, kwargs, delay=delay, run_at=run_at, priority=priority,
             queue=queue, connection=connection,
@@ -363,9 +361,9 @@ class App:
             queue=definition.queue if queue is None else queue,
             priority=definition.priority if priority is None else priority,
             run_at=run_at, delay=delay, retries=definition.retries, timeout=definition.timeout,
-            connection=connection,
         )  # fmt: skip
-        ids = enqueue_rows(self.store, definition, checked, options)
+        with adapted(connection, self.store) as options["connection"]:
+            ids = enqueue_rows(self.store, definition, checked, options)
         self._enqueued(connection)
         store = self.store
         return [TaskHandle(task_id, store) for task_id in ids]

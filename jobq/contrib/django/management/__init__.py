@@ -1,0 +1,1 @@
+"""The management commands of jobq.contrib.django."""

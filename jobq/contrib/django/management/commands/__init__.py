@@ -1,0 +1,1 @@
+"""``manage.py jobq_migrate`` and ``manage.py jobq_worker``."""
