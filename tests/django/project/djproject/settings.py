@@ -59,8 +59,13 @@ if KIND == "sqlite":
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": path,
-            # A worker writes at the same time: take the write lock at BEGIN, wait for it.
-            "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 30},
+            # Workers write at the same time: WAL (readers never wait for the writer), the
+            # write lock taken at BEGIN, and waited for.
+            "OPTIONS": {
+                "init_command": "PRAGMA journal_mode=WAL",
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 30,
+            },
             "TEST": {"NAME": test_path},
         }
     }
