@@ -23,6 +23,12 @@ import jobq
 from jobq.engine.database import Database
 from tests import fresh_schema, tigerbeetle_server
 
+# tests/django runs in a Python 3.12+ virtualenv with Django (tests/django/run.sh).
+try:
+    import django.tasks  # noqa: F401
+except ImportError:
+    collect_ignore = ["django"]
+
 BACKENDS = ["sqlite", "postgresql", "mysql"]
 ENV = {
     "postgresql": "JOBQ_TEST_POSTGRES_URL",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
-import jobq
 import pytest
 from django.db import connection, transaction
 from django.tasks import TaskResult, TaskResultStatus, default_task_backend, task, task_backends
@@ -14,6 +13,7 @@ from django.tasks.signals import task_enqueued
 from shop import tasks
 from shop.models import Order
 
+import jobq
 from jobq.contrib.django import JobqBackend
 from jobq.contrib.django.settings import database_url
 
@@ -145,7 +145,7 @@ def test_a_failing_task_is_failed_with_its_exception(run_worker) -> None:
     (error,) = result.errors
     assert error.exception_class_path == "shop.tasks.Boom"
     assert error.exception_class is tasks.Boom
-    assert "Boom: broken" in error.traceback and 'in fail\n    raise Boom' in error.traceback
+    assert "Boom: broken" in error.traceback and "in fail\n    raise Boom" in error.traceback
     with pytest.raises(ValueError, match="Task failed"):
         result.return_value  # noqa: B018
     retried = tasks.flaky.get_result(flaky.id)  # TASK_OPTIONS: one retry, then failed

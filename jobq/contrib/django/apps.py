@@ -10,7 +10,7 @@ from jobq.app.connections import register_adapter
 from jobq.contrib.django import connection
 
 
-class JobqConfig(AppConfig):  # type: ignore[misc]
+class JobqConfig(AppConfig):
     """``INSTALLED_APPS += ["jobq.contrib.django"]``."""
 
     name = "jobq.contrib.django"

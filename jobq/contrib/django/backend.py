@@ -33,7 +33,7 @@ from jobq.contrib.django.running import django_task, register
 from jobq.contrib.django.settings import DjangoApp, app_for
 
 
-class JobqBackend(BaseTaskBackend):  # type: ignore[misc]
+class JobqBackend(BaseTaskBackend):
     """A Django task backend whose tasks are jobq tasks, in jobq's tables of Django's
     database (OPTIONS ``DATABASE``: the alias, default ``"default"``; or ``DATABASE_URL``).
 

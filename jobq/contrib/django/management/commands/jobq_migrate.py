@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand
 from django.db import DEFAULT_DB_ALIAS
 
 
-class Command(BaseCommand):  # type: ignore[misc]
+class Command(BaseCommand):
     help = "Make or upgrade jobq's tables: `migrate jobq` (jobq.contrib.django's migrations)."
 
     def add_arguments(self, parser: ArgumentParser) -> None:

@@ -18,7 +18,7 @@ APP_PATH = "jobq.contrib.django.worker:app"
 _DJANGO_OPTIONS = {"--settings", "--pythonpath"}
 
 
-class Command(BaseCommand):  # type: ignore[misc]
+class Command(BaseCommand):
     help = "Run jobq's worker on the tasks of a TASKS backend (options: those of `jobq worker`)."
 
     def run_from_argv(self, argv: list[str]) -> None:
