@@ -21,7 +21,7 @@ fi
 
 venv=.venv-django
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-"$venv/bin/pip" install -q -e '.[django,web,dev]' 'pytest-django>=4.9'
+"$venv/bin/pip" install -q -e '.[django,web,dev]' 'pytest-django>=4.9' PyYAML  # PyYAML: tests/docs/snippets.py reads the page
 
 # Type-checked here: the main venv (3.11, no Django) leaves jobq/contrib/django out.
 "$venv/bin/mypy" --python-version 3.12 $(find jobq/contrib/django -name "*.py")
