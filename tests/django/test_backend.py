@@ -6,6 +6,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.db import connection, transaction
 from django.tasks import TaskResult, TaskResultStatus, default_task_backend, task, task_backends
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist, TaskResultMismatch
@@ -153,9 +154,10 @@ def test_a_failing_task_is_failed_with_its_exception(run_worker) -> None:
 
 
 def test_aenqueue_and_aget_result_of_an_async_task(run_worker) -> None:
-    result = asyncio.run(tasks.double.aenqueue(21))
+    # async_to_sync: Django's sync_to_async then runs the enqueue on this thread's connection.
+    result = async_to_sync(tasks.double.aenqueue)(21)
     run_worker()
-    done = asyncio.run(tasks.double.aget_result(result.id))
+    done = async_to_sync(tasks.double.aget_result)(result.id)
     assert done.status == TaskResultStatus.SUCCESSFUL and done.return_value == 42
 
 

@@ -28,7 +28,6 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(step.text)
             written[step.title] = step.text
-    (tmp_path / "docs_page/shop/__init__.py").write_text("")  # ahead of the project's shop
     monkeypatch.syspath_prepend(str(tmp_path / "docs_page"))
     return written
 
@@ -41,21 +40,18 @@ def test_the_settings_of_the_page_configure_the_backend(files: dict[str, str]) -
 
 
 def test_the_tasks_and_views_of_the_page_run(files: dict[str, str]) -> None:
-    sys.modules.pop("shop.tasks", None)  # the page's shop/, not the project's
-    sys.modules.pop("shop", None)
     try:
-        views = importlib.import_module("shop.views")
+        views = importlib.import_module("views")
         kept = views.sign_up(7)
         with pytest.raises(RuntimeError), transaction.atomic():
             views.sign_up_on_commit(8)
             raise RuntimeError("undo")
-        page_tasks = importlib.import_module("shop.tasks")
+        page_tasks = importlib.import_module("tasks")
         assert page_tasks.send_welcome.get_result(kept).status == TaskResultStatus.READY
         importlib.import_module("urls")  # the page's URLconf imports
     finally:
-        for name in ("shop.views", "shop.tasks", "shop", "urls"):
+        for name in ("views", "tasks", "urls"):
             sys.modules.pop(name, None)
-    importlib.import_module("shop.tasks")
 
 
 def test_the_worker_commands_of_the_page_parse() -> None:
