@@ -15,7 +15,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import sqlalchemy as sa
 from django.db import connections, transaction
@@ -23,10 +25,13 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils.connection import ConnectionProxy
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
+from sqlalchemy.types import NullType
 
 from jobq.app.store import Store
 from jobq.contrib.django.settings import database_url
 from jobq.db.errors import InvalidOption
+from jobq.db.tasks import as_utc
+from jobq.dialects.schema import tasks
 
 #: Django's vendor of each SQLAlchemy dialect jobq can share a connection on, and the
 #: module of the driver connection it must hold (Django picks psycopg 3 when installed).
@@ -81,6 +86,23 @@ def _engine(alias: str, drivername: str) -> Engine:
                 pool_reset_on_return=None, **extra,
             )  # fmt: skip
         return engine
+
+
+def created_at(conn: Connection, wrapper: BaseDatabaseWrapper, task_id: int) -> datetime:
+    """When task ``task_id``, just written in ``conn``'s transaction on ``wrapper``'s driver
+    connection, was enqueued: its row's ``created_at`` (the database's clock), aware, UTC.
+
+    Read as the driver gives it, for Django's driver connection converts datetimes itself:
+    its SQLite converters parse them (jobq writes UTC), and with ``USE_TZ = False`` its
+    PostgreSQL loader makes them naive in the session's time zone, Django's TIME_ZONE.
+    """
+    raw = conn.execute(
+        sa.select(sa.type_coerce(tasks.c.created_at, NullType())).where(tasks.c.id == task_id)
+    ).scalar_one()
+    moment = raw if isinstance(raw, datetime) else datetime.fromisoformat(str(raw))
+    if moment.tzinfo is None and wrapper.vendor == "postgresql":
+        moment = moment.replace(tzinfo=ZoneInfo(wrapper.timezone_name))
+    return as_utc(moment)
 
 
 def wrapper_of(given: object) -> BaseDatabaseWrapper | None:

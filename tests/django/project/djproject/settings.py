@@ -90,5 +90,7 @@ TASKS = {
         "BACKEND": "jobq.contrib.django.JobqBackend",
         "QUEUES": ["default", "emails"],
         "OPTIONS": {"TASK_OPTIONS": {"shop.tasks.flaky": {"retries": 1, "backoff": 0}}},
-    }
+    },
+    # Django's own backend, for the tests of Task.using(backend=...).
+    "immediate": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend", "QUEUES": []},
 }
