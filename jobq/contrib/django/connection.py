@@ -35,7 +35,11 @@ from jobq.dialects.schema import tasks
 
 #: Django's vendor of each SQLAlchemy dialect jobq can share a connection on, and the
 #: module of the driver connection it must hold (Django picks psycopg 3 when installed).
-SHAREABLE = {"postgresql": ("postgresql", "psycopg"), "sqlite": ("sqlite", "sqlite3")}
+SHAREABLE = {
+    "postgresql": ("postgresql", "psycopg"),
+    "sqlite": ("sqlite", "sqlite3"),
+    "mysql": ("mysql", "MySQLdb"),
+}
 
 
 class BorrowedConnection:
@@ -63,6 +67,10 @@ class BorrowedConnection:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._driver_connection, name)
 
+
+#: The SQLAlchemy driver of a lent connection where Django's driver is not jobq's own:
+#: Django's MySQL backend holds a mysqlclient (MySQLdb) connection, jobq connects with PyMySQL.
+LENT_DRIVERS = {"mysql+pymysql": "mysql+mysqldb"}
 
 _LENT = threading.local()
 _ENGINES: dict[tuple[str, str], Engine] = {}
@@ -132,7 +140,9 @@ def shared(wrapper: BaseDatabaseWrapper, store: Store) -> Iterator[Connection]:
         wrapper.ensure_connection()
         _LENT.driver_connection = wrapper.connection
         try:
-            with _engine(wrapper.alias, url.drivername).connect() as connection:
+            with _engine(
+                wrapper.alias, LENT_DRIVERS.get(url.drivername, url.drivername)
+            ).connect() as connection:
                 yield connection
         finally:
             _LENT.driver_connection = None
@@ -146,7 +156,8 @@ def check_shareable(wrapper: BaseDatabaseWrapper, url: sa.URL) -> None:
         raise InvalidOption(
             option="_connection",
             reason=f"jobq cannot write in Django's transaction on {dialect} (only on "
-            "PostgreSQL with psycopg 3, and SQLite): enqueue without _connection, or give "
+            "PostgreSQL with psycopg 3, MySQL and MariaDB with mysqlclient, and SQLite): "
+            "enqueue without _connection, or give "
             "the TASKS backend OPTIONS DATABASE_URL to enqueue in transactions of its own",
         )
     if wrapper.vendor != vendor:
@@ -160,7 +171,14 @@ def check_shareable(wrapper: BaseDatabaseWrapper, url: sa.URL) -> None:
         raise InvalidOption(
             option="_connection",
             reason=f"Django's {wrapper.alias!r} connects with {driver}; jobq needs {module} "
-            f"(pip install 'psycopg[binary]' so that Django uses it too)",
+            f"(pip install 'psycopg[binary]' so that Django uses it too, or mysqlclient)",
+        )
+    charset = wrapper.connection.character_set_name() if vendor == "mysql" else "utf8mb4"
+    if charset != "utf8mb4":
+        raise InvalidOption(
+            option="_connection",
+            reason=f"Django's {wrapper.alias!r} talks {charset} to the server; jobq's rows need "
+            "utf8mb4 (Django's default: drop OPTIONS charset, or set it to utf8mb4)",
         )
     if not _same_database(wrapper, url):
         raise InvalidOption(
