@@ -4,10 +4,12 @@ the BMP, on each database (MariaDB too, through Django's mysqlclient)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from django.db import connection, transaction
-from django.tasks import TaskResultStatus
+from django.tasks import TaskResultStatus, task_backends
 from shop import tasks
 
 import jobq
@@ -67,3 +69,30 @@ def test_on_mysql_a_connection_without_utf8mb4_is_refused(app: jobq.App) -> None
     finally:
         connection.connection.set_character_set("utf8mb4")
     assert tasks.noop.enqueue().status == TaskResultStatus.READY
+
+
+def test_a_backend_with_a_database_url_enqueues_in_transactions_of_its_own(
+    settings: Any, tmp_path: Path
+) -> None:
+    # Django's database itself; on SQLite another file (the one writer of Django's file is
+    # the atomic block below).
+    url = database_url("default").render_as_string(hide_password=False)
+    if connection.vendor == "sqlite":
+        url = f"sqlite:///{tmp_path / 'separate.sqlite3'}"
+    settings.TASKS = {
+        **settings.TASKS,
+        "separate": {
+            "BACKEND": "jobq.contrib.django.JobqBackend",
+            "OPTIONS": {"DATABASE_URL": url},
+        },
+    }
+    backend = task_backends["separate"]
+    backend.app.migrate()
+    try:
+        assert backend.app.alias is None and not backend.app.shares_transactions
+        with pytest.raises(RuntimeError), transaction.atomic():
+            kept = tasks.add.using(backend="separate").enqueue(2, 2)
+            raise RuntimeError("undo Django's writes only")
+        assert kept.backend == "separate" and backend.get_result(kept.id) == kept
+    finally:
+        backend.app.store.dispose()

@@ -76,10 +76,9 @@ class JobqBackend(BaseTaskBackend):
             row = app.store.get(int(handle))
             enqueued_at = timezone.now() if row is None else row.created_at  # None: deleted
         else:
-            wrapper = connections[app.alias]
-            with connection.shared(wrapper, app.store) as conn:
+            with connection.shared(connections[app.alias], app.store) as conn:
                 handle = app.enqueue(task.module_path, arguments, connection=conn, **options)
-                enqueued_at = connection.created_at(conn, wrapper, int(handle))
+                enqueued_at = connection.created_at(conn, int(handle))
         result = TaskResult(
             task=task, id=str(int(handle)), status=TaskResultStatus.READY,
             enqueued_at=local_time(enqueued_at), started_at=None, last_attempted_at=None,

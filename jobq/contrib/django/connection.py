@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import sqlalchemy as sa
 from django.db import connections, transaction
@@ -50,7 +49,13 @@ class BorrowedConnection:
         self._driver_connection = driver_connection
 
     def cursor(self, *args: Any, **kwargs: Any) -> Any:
-        return self._driver_connection.cursor(*args, **kwargs)
+        cursor = self._driver_connection.cursor(*args, **kwargs)
+        loaders = getattr(cursor, "adapters", None)  # psycopg's
+        if loaders is not None and _PLAIN_TIMESTAMPTZ is not None:
+            # Django's loader may chop the zone off (USE_TZ = False, or changed since the
+            # connection was made): jobq's statements read psycopg's own aware datetimes.
+            loaders.register_loader("timestamptz", _PLAIN_TIMESTAMPTZ)
+        return cursor
 
     def commit(self) -> None:
         """Django commits (the end of its atomic block, or autocommit)."""
@@ -71,6 +76,13 @@ class BorrowedConnection:
 #: The SQLAlchemy driver of a lent connection where Django's driver is not jobq's own:
 #: Django's MySQL backend holds a mysqlclient (MySQLdb) connection, jobq connects with PyMySQL.
 LENT_DRIVERS = {"mysql+pymysql": "mysql+mysqldb"}
+
+#: psycopg's own loader of timestamptz (aware datetimes), if psycopg is installed.
+_PLAIN_TIMESTAMPTZ: type | None
+try:
+    from psycopg.types.datetime import TimestamptzLoader as _PLAIN_TIMESTAMPTZ
+except ImportError:  # no psycopg: nothing of Django's to undo
+    _PLAIN_TIMESTAMPTZ = None
 
 _LENT = threading.local()
 _ENGINES: dict[tuple[str, str], Engine] = {}
@@ -96,21 +108,14 @@ def _engine(alias: str, drivername: str) -> Engine:
         return engine
 
 
-def created_at(conn: Connection, wrapper: BaseDatabaseWrapper, task_id: int) -> datetime:
-    """When task ``task_id``, just written in ``conn``'s transaction on ``wrapper``'s driver
-    connection, was enqueued: its row's ``created_at`` (the database's clock), aware, UTC.
-
-    Read as the driver gives it, for Django's driver connection converts datetimes itself:
-    its SQLite converters parse them (jobq writes UTC), and with ``USE_TZ = False`` its
-    PostgreSQL loader makes them naive in the session's time zone, Django's TIME_ZONE.
-    """
+def created_at(conn: Connection, task_id: int) -> datetime:
+    """When task ``task_id``, just written in ``conn``'s transaction, was enqueued: its
+    row's ``created_at`` (the database's clock), aware, in UTC. Read as the driver gives it:
+    Django's SQLite converters already parse datetimes (jobq's are UTC)."""
     raw = conn.execute(
         sa.select(sa.type_coerce(tasks.c.created_at, NullType())).where(tasks.c.id == task_id)
     ).scalar_one()
-    moment = raw if isinstance(raw, datetime) else datetime.fromisoformat(str(raw))
-    if moment.tzinfo is None and wrapper.vendor == "postgresql":
-        moment = moment.replace(tzinfo=ZoneInfo(wrapper.timezone_name))
-    return as_utc(moment)
+    return as_utc(raw if isinstance(raw, datetime) else datetime.fromisoformat(str(raw)))
 
 
 def wrapper_of(given: object) -> BaseDatabaseWrapper | None:
