@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
@@ -312,10 +313,9 @@ class App:
         queue: str | None = None,
         connection: Connection | None = None,
     ) -> TaskHandle:
-        """enqueue() for asyncio: the same arguments, checks, errors and TaskHandle, and
-        the event loop keeps running meanwhile (the write runs in a thread, so
-        ``connection`` is a SQLAlchemy one or None):
-        ``handle = await app.enqueue_async("notify", {"user": 7})``."""
+        """enqueue() for asyncio: the same arguments, checks, errors and TaskHandle; the loop
+        runs on meanwhile (the write runs in a thread, so ``connection`` is a SQLAlchemy one
+        or None): ``handle = await app.enqueue_async("notify", {"user": 7})``."""
         refuse_unless_sqlalchemy(connection)
         enqueue = functools.partial(
             self.enqueue, name, kwargs, delay=delay, run_at=run_at, priority=priority,
@@ -365,8 +365,10 @@ class App:
         with adapted(connection, self.store) as options["connection"]:
             ids = enqueue_rows(self.store, definition, checked, options)
         self._enqueued(connection)
-        store = self.store
-        return [TaskHandle(task_id, store) for task_id in ids]
+        return [TaskHandle(task_id, self.store) for task_id in ids]
+
+    def _connection(self, given: object) -> AbstractContextManager[Connection | None]:
+        return adapted(given, self.store)  # Workflow.enqueue's connection, as enqueue's
 
     def _enqueued(self, connection: Connection | None) -> None:
         if connection is None and self.after_enqueue is not None:

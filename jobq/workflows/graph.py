@@ -9,6 +9,7 @@ whose header holds chains).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, overload
@@ -29,6 +30,11 @@ class SignatureApp(Protocol):
 
     @property
     def store(self) -> TaskStore: ...
+
+    def _connection(self, given: object) -> AbstractContextManager[Connection | None]:
+        """``given`` (what the caller passed as ``connection``) as a SQLAlchemy Connection:
+        None and Connections as they are, a framework's through jobq.app.connections."""
+        ...
 
     def _enqueued(self, connection: Connection | None) -> None: ...
 
@@ -180,7 +186,9 @@ class Workflow:
 
     def enqueue(self, connection: Connection | None = None) -> WorkflowHandle:
         """Write every node and edge in one transaction (or the caller's ``connection``,
-        committing or rolling back with it); the workflow's jobq.WorkflowHandle. Nodes
+        committing or rolling back with it: a SQLAlchemy Connection, or what
+        jobq.app.connections adapts, Django's with jobq.contrib.django); the workflow's
+        jobq.WorkflowHandle. Nodes
         after others are written ``blocked``, the others ``queued``. InvalidWorkflow if
         it has no nodes."""
         from jobq.workflows.handle import WorkflowHandle
@@ -189,9 +197,10 @@ class Workflow:
             raise InvalidWorkflow(reason="it has no nodes")
         app = self.nodes[0].signature.app
         store = app.store
-        workflow_id, ids = store.capability(Workflows).enqueue_workflow(
-            self.nodes, connection=connection
-        )
+        with app._connection(connection) as conn:
+            workflow_id, ids = store.capability(Workflows).enqueue_workflow(
+                self.nodes, connection=conn
+            )
         app._enqueued(connection)  # jobq.testing.immediate runs them now
         sinks = _sinks(self.nodes)
         return WorkflowHandle(workflow_id, store, ids, [node.index for node in sinks])

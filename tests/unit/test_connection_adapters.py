@@ -44,3 +44,34 @@ def test_a_sqlalchemy_connection_passes_through(app: jobq.App) -> None:
         plain.enqueue_many([{}, {}], _connection=conn)
         conn.rollback()
     assert app.store.counts() == {}
+
+
+def test_workflows_take_connections_as_enqueue_does(app: jobq.App, tmp_path: Path) -> None:
+    @app.task
+    def step(n: int) -> int:
+        return n
+
+    raw = sqlite3.connect(tmp_path / "jobq.db")
+    parts = (
+        jobq.chain(step.s(n=1), step.s(n=2)),
+        jobq.group(step.s(n=1), step.s(n=2)),
+        jobq.chord([step.s(n=1)], step.s(n=2)),
+        step.s(n=3),
+    )
+    for part in parts:
+        for given, kind in ((raw, "sqlite3.Connection"), ("default", "builtins.str")):
+            with pytest.raises(jobq.InvalidOption) as refused:
+                part.enqueue(given)  # type: ignore[arg-type]
+            assert f"a {kind} is not a connection jobq can write in" in str(refused.value)
+            assert "django.db.connection" in str(refused.value)
+    raw.close()
+    assert app.store.counts() == {}
+    with app.store.db.engine.connect() as conn:
+        for part in parts:
+            part.enqueue(conn)
+        conn.rollback()
+    assert app.store.counts() == {}
+    with app.store.db.engine.connect() as conn:
+        handle = jobq.chain(step.s(n=1), step.s(n=2)).enqueue(conn)
+        conn.commit()
+    assert [t.status for t in handle.tasks] == ["queued", "blocked"]

@@ -16,6 +16,7 @@ from importlib import import_module
 from typing import Any
 
 from django.conf import settings
+from django.core.checks import CheckMessage
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from django.tasks import Task, TaskResult, TaskResultStatus, task_backends
@@ -28,7 +29,8 @@ from django.utils.module_loading import autodiscover_modules
 
 from jobq.app.connections import register_adapter
 from jobq.contrib.django import connection
-from jobq.contrib.django.results import result_of
+from jobq.contrib.django.checks import checks_of
+from jobq.contrib.django.results import local_time, result_of
 from jobq.contrib.django.running import django_task, register
 from jobq.contrib.django.settings import DjangoApp, app_for
 
@@ -64,21 +66,32 @@ class JobqBackend(BaseTaskBackend):
         TaskResult, whose id is the jobq task's id."""
         self.validate_task(task)
         arguments = {"args": normalize_json(list(args)), "kwargs": normalize_json(dict(kwargs))}
-        options = {"queue": task.queue_name, "priority": task.priority, "run_at": task.run_after}
+        run_at = task.run_after
+        if run_at is not None and timezone.is_naive(run_at):  # USE_TZ = False: local time
+            run_at = timezone.make_aware(run_at)
+        options = {"queue": task.queue_name, "priority": task.priority, "run_at": run_at}
         app = self.app
         if app.alias is None:  # a DATABASE_URL of its own: no transaction to share
             handle = app.enqueue(task.module_path, arguments, **options)
+            row = app.store.get(int(handle))
+            enqueued_at = timezone.now() if row is None else row.created_at  # None: deleted
         else:
             with connection.shared(connections[app.alias], app.store) as conn:
                 handle = app.enqueue(task.module_path, arguments, connection=conn, **options)
+                enqueued_at = connection.created_at(conn, int(handle))
         result = TaskResult(
             task=task, id=str(int(handle)), status=TaskResultStatus.READY,
-            enqueued_at=timezone.now(), started_at=None, last_attempted_at=None,
+            enqueued_at=local_time(enqueued_at), started_at=None, last_attempted_at=None,
             finished_at=None, args=arguments["args"], kwargs=arguments["kwargs"],
             backend=self.alias, errors=[], worker_ids=[],
         )  # fmt: skip
         task_enqueued.send(type(self), task_result=result)
         return result
+
+    def check(self, **kwargs: Any) -> list[CheckMessage]:
+        """Django's system checks of this backend (``manage.py check``): jobq.contrib.django
+        installed (its migrations make jobq's tables), and a database jobq can share."""
+        return checks_of(self.alias, self.options)
 
     def get_result(self, result_id: str) -> TaskResult:
         """The TaskResult of task ``result_id``, read from its jobq row;

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -23,14 +24,21 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils.connection import ConnectionProxy
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
+from sqlalchemy.types import NullType
 
 from jobq.app.store import Store
 from jobq.contrib.django.settings import database_url
 from jobq.db.errors import InvalidOption
+from jobq.db.tasks import as_utc
+from jobq.dialects.schema import tasks
 
 #: Django's vendor of each SQLAlchemy dialect jobq can share a connection on, and the
 #: module of the driver connection it must hold (Django picks psycopg 3 when installed).
-SHAREABLE = {"postgresql": ("postgresql", "psycopg"), "sqlite": ("sqlite", "sqlite3")}
+SHAREABLE = {
+    "postgresql": ("postgresql", "psycopg"),
+    "sqlite": ("sqlite", "sqlite3"),
+    "mysql": ("mysql", "MySQLdb"),
+}
 
 
 class BorrowedConnection:
@@ -41,7 +49,13 @@ class BorrowedConnection:
         self._driver_connection = driver_connection
 
     def cursor(self, *args: Any, **kwargs: Any) -> Any:
-        return self._driver_connection.cursor(*args, **kwargs)
+        cursor = self._driver_connection.cursor(*args, **kwargs)
+        loaders = getattr(cursor, "adapters", None)  # psycopg's
+        if loaders is not None and _PLAIN_TIMESTAMPTZ is not None:
+            # Django's loader may chop the zone off (USE_TZ = False, or changed since the
+            # connection was made): jobq's statements read psycopg's own aware datetimes.
+            loaders.register_loader("timestamptz", _PLAIN_TIMESTAMPTZ)
+        return cursor
 
     def commit(self) -> None:
         """Django commits (the end of its atomic block, or autocommit)."""
@@ -58,6 +72,17 @@ class BorrowedConnection:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._driver_connection, name)
 
+
+#: The SQLAlchemy driver of a lent connection where Django's driver is not jobq's own:
+#: Django's MySQL backend holds a mysqlclient (MySQLdb) connection, jobq connects with PyMySQL.
+LENT_DRIVERS = {"mysql+pymysql": "mysql+mysqldb"}
+
+#: psycopg's own loader of timestamptz (aware datetimes), if psycopg is installed.
+_PLAIN_TIMESTAMPTZ: type | None
+try:
+    from psycopg.types.datetime import TimestamptzLoader as _PLAIN_TIMESTAMPTZ
+except ImportError:  # no psycopg: nothing of Django's to undo
+    _PLAIN_TIMESTAMPTZ = None
 
 _LENT = threading.local()
 _ENGINES: dict[tuple[str, str], Engine] = {}
@@ -81,6 +106,16 @@ def _engine(alias: str, drivername: str) -> Engine:
                 pool_reset_on_return=None, **extra,
             )  # fmt: skip
         return engine
+
+
+def created_at(conn: Connection, task_id: int) -> datetime:
+    """When task ``task_id``, just written in ``conn``'s transaction, was enqueued: its
+    row's ``created_at`` (the database's clock), aware, in UTC. Read as the driver gives it:
+    Django's SQLite converters already parse datetimes (jobq's are UTC)."""
+    raw = conn.execute(
+        sa.select(sa.type_coerce(tasks.c.created_at, NullType())).where(tasks.c.id == task_id)
+    ).scalar_one()
+    return as_utc(raw if isinstance(raw, datetime) else datetime.fromisoformat(str(raw)))
 
 
 def wrapper_of(given: object) -> BaseDatabaseWrapper | None:
@@ -110,7 +145,9 @@ def shared(wrapper: BaseDatabaseWrapper, store: Store) -> Iterator[Connection]:
         wrapper.ensure_connection()
         _LENT.driver_connection = wrapper.connection
         try:
-            with _engine(wrapper.alias, url.drivername).connect() as connection:
+            with _engine(
+                wrapper.alias, LENT_DRIVERS.get(url.drivername, url.drivername)
+            ).connect() as connection:
                 yield connection
         finally:
             _LENT.driver_connection = None
@@ -124,7 +161,8 @@ def check_shareable(wrapper: BaseDatabaseWrapper, url: sa.URL) -> None:
         raise InvalidOption(
             option="_connection",
             reason=f"jobq cannot write in Django's transaction on {dialect} (only on "
-            "PostgreSQL with psycopg 3, and SQLite): enqueue without _connection, or give "
+            "PostgreSQL with psycopg 3, MySQL and MariaDB with mysqlclient, and SQLite): "
+            "enqueue without _connection, or give "
             "the TASKS backend OPTIONS DATABASE_URL to enqueue in transactions of its own",
         )
     if wrapper.vendor != vendor:
@@ -138,7 +176,14 @@ def check_shareable(wrapper: BaseDatabaseWrapper, url: sa.URL) -> None:
         raise InvalidOption(
             option="_connection",
             reason=f"Django's {wrapper.alias!r} connects with {driver}; jobq needs {module} "
-            f"(pip install 'psycopg[binary]' so that Django uses it too)",
+            f"(pip install 'psycopg[binary]' so that Django uses it too, or mysqlclient)",
+        )
+    charset = wrapper.connection.character_set_name() if vendor == "mysql" else "utf8mb4"
+    if charset != "utf8mb4":
+        raise InvalidOption(
+            option="_connection",
+            reason=f"Django's {wrapper.alias!r} talks {charset} to the server; jobq's rows need "
+            "utf8mb4 (Django's default: drop OPTIONS charset, or set it to utf8mb4)",
         )
     if not _same_database(wrapper, url):
         raise InvalidOption(

@@ -79,10 +79,10 @@ def result_of(task: Task, row: Row, *, backend: str) -> TaskResult:
         task=task.using(priority=row.priority, queue_name=row.queue_id),
         id=str(row.id),
         status=status,
-        enqueued_at=_local(row.created_at),
-        started_at=_local(row.started_at),
-        last_attempted_at=_local(row.started_at),
-        finished_at=_local(row.finished_at) if finished else None,
+        enqueued_at=local_time(row.created_at),
+        started_at=local_time(row.started_at),
+        last_attempted_at=local_time(row.started_at),
+        finished_at=local_time(row.finished_at) if finished else None,
         args=list(arguments.get("args", [])),
         kwargs=dict(arguments.get("kwargs", {})),
         backend=backend,
@@ -94,7 +94,7 @@ def result_of(task: Task, row: Row, *, backend: str) -> TaskResult:
     return result
 
 
-def _local(moment: datetime | None) -> datetime | None:
+def local_time(moment: datetime | None) -> datetime | None:
     """``moment`` (aware, UTC) as Django's settings want it: aware, or naive local time."""
     if moment is None or settings.USE_TZ:
         return moment

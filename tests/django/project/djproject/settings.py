@@ -1,7 +1,8 @@
 """A Django project using jobq.contrib.django, for the tests of tests/django.
 
-Its database is $JOBQ_DJANGO_DATABASE: sqlite (a file), or postgresql (the server of
-$JOBQ_TEST_POSTGRES_URL). $JOBQ_DJANGO_NAME names the database (the file, on SQLite); the
+Its database is $JOBQ_DJANGO_DATABASE: sqlite (a file), postgresql (the server of
+$JOBQ_TEST_POSTGRES_URL) or mysql (MariaDB or MySQL, the server of $JOBQ_TEST_MYSQL_URL, through
+Django's mysqlclient). $JOBQ_DJANGO_NAME names the database (the file, on SQLite); the
 test runner's is ``test_`` + that name, which the tests hand to the worker processes they
 start as $JOBQ_DJANGO_NAME.
 """
@@ -82,13 +83,29 @@ elif KIND == "postgresql":
             "TEST": {"NAME": f"test_{NAME}"},
         }
     }
+elif KIND == "mysql":
+    server = sa.make_url(os.environ["JOBQ_TEST_MYSQL_URL"])
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.mysql",  # mysqlclient (MySQLdb)
+            "NAME": NAME,
+            "USER": server.username or "",
+            "PASSWORD": server.password or "",
+            "HOST": server.host or "",
+            "PORT": str(server.port or ""),
+            "OPTIONS": {"charset": "utf8mb4"},
+            "TEST": {"NAME": f"test_{NAME}", "CHARSET": "utf8mb4"},
+        }
+    }
 else:
-    raise RuntimeError(f"JOBQ_DJANGO_DATABASE={KIND!r}: expected sqlite or postgresql")
+    raise RuntimeError(f"JOBQ_DJANGO_DATABASE={KIND!r}: expected sqlite, postgresql or mysql")
 
 TASKS = {
     "default": {
         "BACKEND": "jobq.contrib.django.JobqBackend",
         "QUEUES": ["default", "emails"],
         "OPTIONS": {"TASK_OPTIONS": {"shop.tasks.flaky": {"retries": 1, "backoff": 0}}},
-    }
+    },
+    # Django's own backend, for the tests of Task.using(backend=...).
+    "immediate": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend", "QUEUES": []},
 }

@@ -42,3 +42,50 @@ def whoami(context: TaskContext, label: str) -> dict:
 @task
 async def double(x: int) -> int:
     return 2 * x
+
+
+# Django's own contract (tests/django/test_contract.py): the tasks its tests run.
+@task
+def noop(*args: object, **kwargs: object) -> None:
+    return None
+
+
+@task
+async def noop_async(*args: object, **kwargs: object) -> None:
+    return None
+
+
+@task
+def failing_value_error() -> None:
+    raise ValueError("This task failed due to ValueError")
+
+
+@task
+def failing_system_exit() -> None:
+    raise SystemExit("This task failed due to SystemExit")
+
+
+@task
+def complex_exception() -> None:
+    raise ValueError(ValueError("This task failed"))
+
+
+@task
+def complex_return_value() -> object:
+    return {1, 2}  # a set: not JSON
+
+
+@task(takes_context=True)
+def observe(context: TaskContext) -> dict:
+    """What the backend says of this run while it runs."""
+    seen = observe.get_result(context.task_result.id)
+    return {
+        "status": seen.status, "context_status": context.task_result.status,
+        "worker_ids": seen.worker_ids, "attempt": context.attempt,
+        "started": seen.started_at.isoformat(), "id": context.task_result.id,
+    }  # fmt: skip
+
+
+@task(takes_context=True)
+async def observe_async(context: TaskContext, x: int) -> dict:
+    return {"attempt": context.attempt, "id": context.task_result.id, "x": x}
