@@ -96,3 +96,24 @@ def test_a_backend_with_a_database_url_enqueues_in_transactions_of_its_own(
         assert kept.backend == "separate" and backend.get_result(kept.id) == kept
     finally:
         backend.app.store.dispose()
+
+
+def test_the_enqueue_is_in_djangos_own_transaction_on_its_own_connection(app: jobq.App) -> None:
+    """Django's connection sees the row before the block commits (a second connection's
+    uncommitted row would be invisible to it), jobq's own pool hands out no connection,
+    and on PostgreSQL the row was written by Django's transaction itself."""
+    backend = task_backends["default"]
+    pool = backend.app.store.engine.pool
+    with transaction.atomic():
+        result = tasks.add.enqueue(4, 5)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT name FROM jobq_tasks WHERE id = %s", [int(result.id)])
+            assert list(cursor.fetchall()) == [("shop.tasks.add",)]
+            if connection.vendor == "postgresql":
+                cursor.execute(
+                    "SELECT xmin::text = txid_current()::text FROM jobq_tasks WHERE id = %s",
+                    [int(result.id)],
+                )
+                assert cursor.fetchone() == (True,)
+        assert pool.checkedout() == 0
+    assert backend.app.store.get(int(result.id)).status == "queued"
