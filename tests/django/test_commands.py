@@ -55,3 +55,18 @@ def test_jobq_worker_command_line_with_djangos_app_and_a_process_pool() -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert tasks.add.get_result(result.id).return_value == 42
+
+
+def test_jobq_worker_names_the_backend_it_runs() -> None:
+    result = tasks.add.enqueue(1, 1)
+    done = manage("jobq_worker", "--backend=default", "--burst", "--burst-wait", "0")
+    assert done.returncode == 0, done.stderr
+    assert tasks.add.get_result(result.id).return_value == 2
+    missing = manage("jobq_worker", "--burst", "--backend")
+    assert missing.returncode != 0
+    assert "--backend needs the alias of a TASKS backend" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    other = manage("jobq_worker", "--burst", "--backend", "immediate")
+    assert other.returncode != 0
+    assert "not jobq.contrib.django.JobqBackend" in other.stderr
+    assert "Traceback" not in other.stderr

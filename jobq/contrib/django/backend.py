@@ -34,6 +34,10 @@ from jobq.contrib.django.results import local_time, result_of
 from jobq.contrib.django.running import django_task, register
 from jobq.contrib.django.settings import DjangoApp, app_for
 
+#: The environment variable naming the TASKS backend whose App `jobq worker --app
+#: jobq.contrib.django.worker:app` runs (``manage.py jobq_worker --backend`` sets it).
+BACKEND_VARIABLE = "JOBQ_DJANGO_BACKEND"
+
 
 class JobqBackend(BaseTaskBackend):
     """A Django task backend whose tasks are jobq tasks, in jobq's tables of Django's

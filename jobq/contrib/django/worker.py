@@ -16,11 +16,7 @@ import os
 import django
 from django.apps import apps
 
-from jobq.contrib.django.backend import backend_app, discover
-
-#: The environment variable naming the TASKS backend whose App the worker runs.
-BACKEND_VARIABLE = "JOBQ_DJANGO_BACKEND"
-
+from jobq.contrib.django.backend import BACKEND_VARIABLE, backend_app, discover
 
 if not apps.ready:
     django.setup()
