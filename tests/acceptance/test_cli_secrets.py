@@ -28,10 +28,6 @@ from click.testing import CliRunner
 
 from jobq.cli import common, main
 
-# Doctor reads server-wide state (sessions of the database, replication slots) that
-# tests running beside it would change: never in parallel with others.
-pytestmark = pytest.mark.serial
-
 ROOT = Path(__file__).resolve().parents[2]
 
 #: Runs of five letters and digits between the characters that upset URL parsing, so

@@ -139,9 +139,11 @@ def burst(workers: Workers, *options: str) -> str:
     )
 
 
-def stop(worker: Worker, timeout: float = 30) -> str:
-    """SIGTERM ``worker``; it must exit 0 within ``timeout`` s with no traceback; its log."""
-    worker.process.send_signal(signal.SIGTERM)
+def stop(worker: Worker, timeout: float = 30, *, signalled: bool = False) -> str:
+    """SIGTERM ``worker`` (unless ``signalled`` already); it must exit 0 within ``timeout`` s
+    with no traceback; its log."""
+    if not signalled:
+        worker.process.send_signal(signal.SIGTERM)
     try:
         worker.process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -150,6 +152,17 @@ def stop(worker: Worker, timeout: float = 30) -> str:
             f"worker still running {timeout} s after SIGTERM:\n{excerpt(log, lines=80)}"
         ) from None
     return clean_exit(worker)
+
+
+def stop_all(workers: list[Worker], timeout: float = 30) -> None:
+    """SIGTERM every one of ``workers`` still running, at once, then ``stop`` each: they
+    wind down side by side, not one after the other (once only: a second SIGTERM to a
+    `--processes` supervisor stops its processes at once)."""
+    running = [worker for worker in workers if worker.process.poll() is None]
+    for worker in running:
+        worker.process.send_signal(signal.SIGTERM)
+    for worker in running:
+        stop(worker, timeout, signalled=True)
 
 
 def alive_until(worker: Worker, condition: Callable[[], bool], timeout: float = DEADLINE) -> None:

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 import jobq
 from jobq.upkeep import upkeep_holder
 from tests import pgbouncer_server
-from tests.acceptance.test_hostile_tasks import alive_until, stop
+from tests.acceptance.test_hostile_tasks import alive_until, stop_all
 from tests.conftest import missing
 from tests.worker_processes import Workers
 
@@ -136,6 +136,5 @@ def test_idle_workers_hold_two_connections_and_make_under_one_transaction_a_seco
         assert sum(w.worker_id == leader for w in store.live_workers()) == 1
     finally:
         store.dispose()
-        for worker in started:
-            stop(worker)
+        stop_all(started)
         workers.kill_all()

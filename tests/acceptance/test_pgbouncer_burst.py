@@ -21,7 +21,7 @@ import sqlalchemy as sa
 import jobq
 from jobq.dialects.schema import tasks
 from tests import pgbouncer_server
-from tests.acceptance.test_hostile_tasks import alive_until, stop
+from tests.acceptance.test_hostile_tasks import alive_until, stop_all
 from tests.apps.burst import tick
 from tests.conftest import missing
 from tests.worker_processes import Workers
@@ -108,7 +108,5 @@ def test_a_hundred_workers_through_pgbouncer_drain_a_burst_exactly_once(
     finally:
         sampler.stop()
         store.dispose()
-        for group in groups:
-            if group.process.poll() is None:
-                stop(group, timeout=60)
+        stop_all(groups, timeout=60)  # one after the other took 17 s of 74
         workers.kill_all()

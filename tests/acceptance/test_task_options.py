@@ -183,13 +183,17 @@ def test_a_lease_and_timeout_given_at_enqueue_win_over_the_definitions(
 def test_a_task_enqueued_by_name_gets_the_definitions_timeout(
     cli: Cli, db_url: str, store: jobq.Store, workers: Workers
 ) -> None:
-    task_id = int(ok(cli(db_url, "enqueue", "short_nap", "--kwargs", '{"seconds": 3}')))
+    # --retries 0: one attempt shows the timeout; the row's default three retries would
+    # sit through three more 3 s naps and their backoffs (19 s, not 4).
+    args = ["enqueue", "short_nap", "--kwargs", '{"seconds": 3}', "--retries", "0"]
+    task_id = int(ok(cli(db_url, *args)))
     assert store.get(task_id).timeout is None  # type: ignore[union-attr]
     finished = workers.start("--burst")
     assert finished.process.wait(timeout=60) == 0, finished.stderr()
     task = store.get(task_id)
     assert task is not None and task.status is jobq.Status.FAILED
     assert task.error == "timed out after 0.5 s", task.error
+    assert (task.attempt, task.retries_left) == (1, 0)
 
 
 def test_a_name_the_worker_does_not_know_fails_once_for_good(
