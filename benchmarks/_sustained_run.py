@@ -28,9 +28,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import sqlalchemy as sa
 
@@ -117,6 +118,7 @@ class Series:
     database: str
     slots: int
     task: str
+    queue: str = "jobq"
     steps: list[Step] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
     sustainable: float | None = None
@@ -128,8 +130,32 @@ def _when(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, UTC)
 
 
-class Probe:
-    """The series' own reads of the queue (cheap ones: the capture index, finished_at's)."""
+class Probe(Protocol):
+    """What a series reads of a queue's tables (jobq's: JobqProbe; the peers':
+    _sustained_peers.PeerProbe); times are epoch seconds, compared on the database."""
+
+    def state(self, since: float) -> tuple[int, int, int]: ...
+    def dead(self) -> tuple[int | None, int | None]: ...
+    def completed(self, start: float, end: float) -> int: ...
+    def latencies(self, start: float, end: float) -> tuple[list[float], int]: ...
+    def ready(self) -> bool: ...
+
+
+@dataclass
+class Queue:
+    """What a series runs: a worker command, a producer command, their environment, and
+    how to read the queue's tables."""
+
+    label: str
+    worker: list[str]
+    producer: list[str]
+    env: dict[str, str]
+    probe: Probe
+    close: Callable[[], None] = lambda: None
+
+
+class JobqProbe:
+    """The series' own reads of jobq's table (cheap ones: the capture index, finished_at's)."""
 
     def __init__(self, store: jobq.Store, url: str) -> None:
         self.store, self.url = store, url
@@ -172,9 +198,10 @@ class Probe:
                     out.append((utc(started) - utc(created)).total_seconds())
         return out, waiting
 
-    def registered(self) -> int:
+    def ready(self) -> bool:
+        """The worker registered."""
         with self.store.engine.connect() as conn:
-            return int(conn.scalar(sa.select(sa.func.count()).select_from(workers)) or 0)
+            return bool(conn.scalar(sa.select(sa.func.count()).select_from(workers)))
 
 
 class Sampler(Poller):
@@ -196,13 +223,10 @@ class Sampler(Poller):
 class Producer:
     """The producer process, told one step at a time."""
 
-    def __init__(self, url: str, task: str, args: dict[str, Any], batch: int) -> None:
-        cmd = [sys.executable, "-m", "benchmarks._producer", "--url", url, "--task", task]
-        cmd += ["--args", json.dumps(args), "--batch", str(batch)]
+    def __init__(self, cmd: list[str], env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=worker_env(url), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
+            cmd, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         self._read()  # {"ready": true}: connected, imported
 
     def _read(self) -> dict[str, Any]:
@@ -240,23 +264,31 @@ class Plan:
     task_logs: bool
 
 
-def run_series(url: str, label: str, slots: int, task: str, plan: Plan) -> Series:
-    """One series on the migrated, empty database at ``url``."""
-    series = Series(label, slots, task)
-    store = jobq.Store(url)
-    probe = Probe(store, url)
+def jobq_queue(url: str, slots: int, task: str, plan: Plan) -> Queue:
+    """jobq on the migrated, empty database at ``url``: ``jobq worker --concurrency
+    SLOTS`` and the producer of _producer.py, ``task`` with ``{"ms": 1}``."""
     options = ["--concurrency", str(slots)]
     if not plan.task_logs:
         options += ["--log-level", "warning"]
+    producer = [sys.executable, "-m", "benchmarks._producer", "--url", url, "--task", task]
+    producer += ["--args", json.dumps({"ms": 1}), "--batch", str(plan.batch)]
+    store = jobq.Store(url)
+    probe = JobqProbe(store, url)
+    return Queue("jobq", jobq_worker_cmd(*options), producer, worker_env(url), probe, store.dispose)
+
+
+def run_series(queue: Queue, database: str, slots: int, task: str, plan: Plan) -> Series:
+    """One series of ``queue`` on its empty tables."""
+    series = Series(database, slots, task, queue.label)
+    probe = queue.probe
     with tempfile.TemporaryFile() as stderr:
         worker = subprocess.Popen(
-            jobq_worker_cmd(*options), cwd=ROOT, env=worker_env(url),
-            stdout=subprocess.DEVNULL, stderr=stderr,
-        )  # fmt: skip
+            queue.worker, cwd=ROOT, env=queue.env, stdout=subprocess.DEVNULL, stderr=stderr
+        )
         producer = None
         try:
-            _wait(lambda: probe.registered() > 0, worker, stderr, "the worker to register")
-            producer = Producer(url, task, {"ms": 1}, plan.batch)
+            _wait(probe.ready, worker, stderr, "the worker to start")
+            producer = Producer(queue.producer, queue.env)
             with Sampler(probe, series.samples, plan.sample_seconds):
                 _phases(series, plan, producer, probe, worker, stderr)
         finally:
@@ -269,7 +301,7 @@ def run_series(url: str, label: str, slots: int, task: str, plan: Plan) -> Serie
         s.latencies, s.not_started = probe.latencies(s.start, s.end)
         within = [x.rate for x in series.samples if s.start + plan.sample_seconds <= x.at <= s.end]
         s.min_sampled = min(within, default=None)
-    store.dispose()
+    queue.close()
     return series
 
 
@@ -278,7 +310,7 @@ def _phases(
 ) -> None:
     def run(phase: str, rate: float) -> Step:
         if worker.poll() is not None:
-            tail(stderr, "jobq worker", 60)
+            tail(stderr, f"{series.queue} worker", 60)
             raise RuntimeError(f"the worker exited {worker.returncode}")
         got = producer.step(rate, plan.step_seconds)
         s = Step(phase, rate, plan.step_seconds, got["offered"], got["unoffered"])
@@ -288,9 +320,9 @@ def _phases(
         s.dead, s.capture_index = probe.dead()
         series.steps.append(s)
         log(
-            f"  {series.database}, {series.slots} slots, {phase} {rate:,.0f}/s: offered "
-            f"{s.offered_rate:,.0f}/s, completed {s.completed_rate:,.0f}/s, depth {s.depth:,}"
-            + (f", dead {s.dead:,}" if s.dead is not None else "")
+            f"  {series.queue}, {series.database}, {series.slots} slots, {phase} {rate:,.0f}/s: "
+            f"offered {s.offered_rate:,.0f}/s, completed {s.completed_rate:,.0f}/s, "
+            f"depth {s.depth:,}" + (f", dead {s.dead:,}" if s.dead is not None else "")
         )
         return s
 
@@ -316,6 +348,6 @@ def _wait(ready: Any, proc: Any, stderr: IO[bytes], what: str, timeout: float = 
     deadline = time.monotonic() + timeout
     while not ready():
         if proc.poll() is not None or time.monotonic() > deadline:
-            tail(stderr, "jobq worker", 60)
+            tail(stderr, "the worker", 60)
             raise RuntimeError(f"waiting for {what}: the worker exited or took too long")
         time.sleep(0.1)  # the wait's poll

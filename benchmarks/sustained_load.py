@@ -52,14 +52,18 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._machine import machine_load
-from benchmarks._sustained_run import Plan, Series, Step, run_series
+from benchmarks._sustained_peers import PEERS, peer_queue, peers_ready
+from benchmarks._sustained_run import Plan, Series, Step, jobq_queue, run_series
 from benchmarks.harness import (
     DEFAULT_MYSQL_URL,
     csv_ints,
     database,
+    drop_schema,
     git_state,
+    in_schema,
     log,
     markdown_table,
+    psycopg_conninfo,
 )
 
 TASKS = {"sync": "bench.sleep", "async": "bench.sleep_async"}
@@ -109,9 +113,28 @@ def run_all(args: argparse.Namespace, plan: Plan) -> list[Series]:
                 for slots in args.slots:
                     with database(url, tmp, SCHEMA) as db:
                         label = "PostgreSQL" if db.kind == "postgresql" else db.label
-                        log(f"== {label}, {slots} slots ({task}); {machine_load()}")
+                        log(f"== jobq, {label}, {slots} slots ({task}); {machine_load()}")
                         db.store.dispose()
-                        found.append(run_series(db.url, label, slots, task, plan))
+                        queue = jobq_queue(db.url, slots, task, plan)
+                        found.append(run_series(queue, label, slots, task, plan))
+                    if kind == "postgresql" and args.peers:
+                        found += run_peers(url, slots, plan)
+    return found
+
+
+def run_peers(url: str, slots: int, plan: Plan) -> list[Series]:
+    """PGQueuer's and Procrastinate's series at ``slots``, each in a schema of its own."""
+    found = []
+    for name in PEERS:
+        schema = f"{SCHEMA}_{name}"
+        drop_schema(url, schema)
+        try:
+            dsn = psycopg_conninfo(in_schema(url, schema))
+            log(f"== {name}, PostgreSQL, {slots} slots (async, 1 ms); {machine_load()}")
+            found.append(run_series(peer_queue(name, dsn, slots, plan), "PostgreSQL", slots,
+                                    "async sleep", plan))  # fmt: skip
+        finally:
+            drop_schema(url, schema)
     return found
 
 
@@ -147,7 +170,7 @@ HEADER = [
 
 
 def print_series(s: Series, plan: Plan) -> None:
-    print(f"\n#### {s.database}, {s.slots} slots, {s.task} (1 ms)\n")
+    print(f"\n#### {s.queue}, {s.database}, {s.slots} slots, {s.task} (1 ms)\n")
     print(markdown_table(HEADER, "lrrrrrrrrrrr", [step_row(x) for x in s.steps]))
     sustainable = "none" if s.sustainable is None else f"{s.sustainable:,.0f}/s"
     print(
@@ -214,15 +237,15 @@ def report(found: list[Series], args: argparse.Namespace, plan: Plan) -> bool:
     ok = True
     for s in found:
         print_series(s, plan)
-    print("\nTargets (judged on PostgreSQL; the others are shown):\n")
+    print("\nTargets (judged for jobq on PostgreSQL; the others are shown):\n")
     for s in found:
         for text, met, detail in judge(s, plan):
-            judged = s.database == "PostgreSQL"
+            judged = s.database == "PostgreSQL" and s.queue == "jobq"
             verdict = "not measured" if met is None else ("met" if met else "NOT met")
             if not judged:
                 verdict = f"shown: {verdict}"
             ok = ok and (met is not False or not judged)
-            print(f"- {s.database}, {s.slots} slots: {text}: **{verdict}** ({detail})")
+            print(f"- {s.queue}, {s.database}, {s.slots} slots: {text}: **{verdict}** ({detail})")
     return ok
 
 
@@ -250,6 +273,8 @@ def parse_args() -> tuple[argparse.Namespace, Plan]:
                         help="run on this server instead of a private one")  # fmt: skip
     parser.add_argument("--mysql-url", default=DEFAULT_MYSQL_URL)
     parser.add_argument("--shared-buffers", default="512MB", help="the private server's")
+    parser.add_argument("--peers", action="store_true",
+                        help="also PGQueuer and Procrastinate, same steps")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="a smoke run of about a minute")
     args = parser.parse_args()
     q = args.quick
@@ -276,6 +301,9 @@ def parse_args() -> tuple[argparse.Namespace, Plan]:
 
 def main() -> int:
     args, plan = parse_args()
+    if args.peers and not peers_ready():
+        log("benchmarks/.venv-peers is missing: run `bash benchmarks/peers.sh`; no peers")
+        args.peers = False
     found = run_all(args, plan)
     return 0 if report(found, args, plan) else 1
 
