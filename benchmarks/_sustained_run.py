@@ -6,8 +6,9 @@ offered rate, and a sampler thread reading the queue's state every few seconds. 
 series' phases, in order:
 
 1. ramp: each ``--rates`` rate for ``--step-seconds``;
-2. the sustainable rate: the best completed/s of a ramp step that kept up (completed at
-   least 95% of what it offered, and offered at least 99% of its target);
+2. the sustainable rate: the best completed/s of a ramp step that kept up (offered at
+   least 99% of its target, and completed at least 95% of that or ended with no more
+   than a second's arrivals waiting);
 3. drain: nothing offered until the backlog is down to the slots (at most a minute);
 4. the latency step: 50% of the sustainable rate for one step;
 5. overload: 2.5x the sustainable rate (``--overload``) for ``--overload-seconds``, in
@@ -53,6 +54,9 @@ from jobq.dialects.schema import WAITING, tasks, workers
 CAPTURE_INDEX = "jobq_tasks_capture_any_queue"
 #: A ramp step kept up if it completed this share of what it offered ...
 KEPT_UP = 0.95
+#: ... (or ended with at most this many seconds of arrivals, and a batch, waiting) ...
+BACKLOG_SECONDS = 1.0
+BATCH = 128
 #: ... and its producer offered this share of its target.
 OFFERED = 0.99
 
@@ -97,9 +101,12 @@ class Step:
 
     @property
     def kept_up(self) -> bool:
-        return (
-            self.offered >= OFFERED * (self.offered + self.unoffered)
-            and self.completed_rate >= KEPT_UP * self.offered_rate
+        """The producer offered what it should and the worker kept up: it completed 95% of
+        that in the step's window, or the step ended with no more waiting than a second's
+        arrivals (a polling worker finishes the last second's rows after the window)."""
+        return self.offered >= OFFERED * (self.offered + self.unoffered) and (
+            self.completed_rate >= KEPT_UP * self.offered_rate
+            or self.depth <= self.rate * BACKLOG_SECONDS + BATCH
         )
 
     def latency(self, p: float) -> float | None:
