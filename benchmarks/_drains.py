@@ -7,6 +7,7 @@ jobq.cli worker --app benchmarks.noop_app:app --burst``, the peers through
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jobq
+from benchmarks._backend_cpu import BackendCpu, children_cpu, named
 from benchmarks.harness import (
     PEERS_PYTHON,
     ROOT,
@@ -53,6 +55,10 @@ class Drain:
     #: Which kind of row this is, for the targets: "jobq", "jobq-quiet", "pgqueuer-asyncpg",
     #: "pgqueuer-psycopg", "procrastinate", "bare".
     kind: str = ""
+    #: CPU seconds of the worker process (spawn to exit) and of the PostgreSQL backends
+    #: serving it (see _backend_cpu.py); None where not measured.
+    worker_cpu: float | None = None
+    server_cpu: float | None = None
 
     @property
     def rate(self) -> float:
@@ -81,6 +87,8 @@ class WorkerRun:
     seconds: float
     stderr_lines: int
     stderr_bytes: int
+    worker_cpu: float = 0.0
+    server_cpu: float | None = None
 
 
 # --- jobq ------------------------------------------------------------------------------
@@ -93,17 +101,26 @@ def fill(store: jobq.Store, task: str, n: int) -> None:
     analyze(store)
 
 
-def run_jobq(url: str, cmd: list[str], timeout: float, *, forward: bool) -> WorkerRun:
-    """Run one jobq command to its exit, timed from spawn to exit.
+def run_jobq(
+    url: str, cmd: list[str], timeout: float, *, forward: bool, server: bool = False
+) -> WorkerRun:
+    """Run one jobq command to its exit, timed from spawn to exit, with its CPU time (and
+    with ``server``, on PostgreSQL, its backends').
 
     Its stderr goes to a temporary file; afterwards it is copied to ours if ``forward``
     (runs at --log-level warning write only what needs attention). If the command fails
     or times out, its last stderr lines are printed and RuntimeError is raised.
     """
-    seconds, text = run_commands([cmd], worker_env(url), timeout, "jobq", STDERR_TAIL)
+    postgres = server and url.startswith("postgresql")
+    env = worker_env(named(url) if postgres else url)
+    before = children_cpu()
+    with BackendCpu(url) if postgres else contextlib.nullcontext() as backends:
+        seconds, text = run_commands([cmd], env, timeout, "jobq", STDERR_TAIL)
     if forward and text:
         log(text.rstrip("\n"))
-    return WorkerRun(seconds, text.count("\n"), len(text.encode()))
+    cpu = children_cpu() - before
+    server_cpu = backends.seconds if backends is not None else None
+    return WorkerRun(seconds, text.count("\n"), len(text.encode()), cpu, server_cpu)
 
 
 def jobq_drain(
@@ -133,10 +150,11 @@ def jobq_drain(
         cmd = jobq_worker_cmd(*given, *options)
         # Start-up and exit on an empty queue: imports, connecting, registering.
         reset(store)
-        empty = run_jobq(url, cmd, timeout, forward=not task_logs).seconds
+        empty_run = run_jobq(url, cmd, timeout, forward=not task_logs)
+        empty = empty_run.seconds
         fill(store, task, n)
         log(f"{queue}/{database}: draining {n} tasks at concurrency {concurrency}")
-        run = run_jobq(url, cmd, timeout, forward=not task_logs)
+        run = run_jobq(url, cmd, timeout, forward=not task_logs, server=True)
         counts = status_counts(store)
         if counts != {"done": n}:
             raise RuntimeError(f"{queue}/{database}: after the drain the table holds {counts}")
@@ -147,7 +165,7 @@ def jobq_drain(
         span_s = (span[1] - span[0]).total_seconds() if database != "SQLite" else None
         # MySQL has no LISTEN / NOTIFY: its workers poll.
         note = "polling; " if database in ("MariaDB", "MySQL") else ""
-        note += f"empty-queue start+exit {empty:.2f} s"
+        note += f"empty-queue start+exit {empty:.2f} s ({empty_run.worker_cpu:.2f} s CPU)"
         if span_s:
             note += f"; first start to last finish {span_s:.2f} s ({n / span_s:,.0f}/s)"
         if task_logs:
@@ -155,7 +173,10 @@ def jobq_drain(
                 f"; stderr to a file: {run.stderr_lines:,} lines, {run.stderr_bytes / 1e6:.1f} MB"
             )
         kind = "jobq" if task_logs else "jobq-quiet"
-        return Drain(queue, database, concurrency, n, run.seconds, note, kind)
+        return Drain(
+            queue, database, concurrency, n, run.seconds, note, kind, run.worker_cpu,
+            run.server_cpu,
+        )  # fmt: skip
     finally:
         store.dispose()
 
@@ -225,8 +246,11 @@ def peer_drain(
     label = peer_label(queue, driver)
     log(f"{label}: draining {n} tasks at concurrency {concurrency}")
     start = time.perf_counter()
-    result = peer(queue, "drain", dsn, timeout, concurrency=concurrency, **extra)
+    before = children_cpu()
+    with BackendCpu(dsn) as backends:
+        result = peer(queue, "drain", named(dsn), timeout, concurrency=concurrency, **extra)
     seconds = time.perf_counter() - start
+    worker_cpu = children_cpu() - before
     if result["ran"] != n:
         raise RuntimeError(f"{label}: ran {result['ran']} of {n}")
     note = f"worker call alone {result['seconds']:.2f} s ({n / result['seconds']:,.0f}/s)"
@@ -235,7 +259,10 @@ def peer_drain(
     else:
         note = f"concurrency={concurrency}; " + note
     kind = f"{queue}-{driver}" if driver else queue
-    return Drain(label, "PostgreSQL", concurrency, n, seconds, note, kind), versions
+    drain = Drain(
+        label, "PostgreSQL", concurrency, n, seconds, note, kind, worker_cpu, backends.seconds
+    )
+    return drain, versions
 
 
 def pgqueuer_latency(

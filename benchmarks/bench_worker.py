@@ -3,9 +3,12 @@
 
 On the same PostgreSQL (and SQLite), in one run, it measures:
 
-1. Drain throughput of ONE worker process on N no-op tasks (default 50,000) enqueued
-   beforehand in bulk (untimed), once per ``--concurrency`` value (default 16 and 100),
-   each process timed from spawn to exit:
+1. Drain throughput of ONE worker process on N no-op tasks enqueued beforehand in bulk
+   (untimed), once per ``--tasks`` size (default 20,000 and 50,000) and per
+   ``--concurrency`` value (default 16 and 100), each process timed from spawn to exit,
+   with its CPU time (user + system, spawn to exit, start-up included: rusage of the
+   reaped child) and, on PostgreSQL, its backends' CPU time (read from /proc while it
+   runs, by their application_name: _backend_cpu.py), both per 1,000 jobs:
    - jobq (``python -m jobq.cli worker --app benchmarks.noop_app:app --burst
      --concurrency C``) with its default INFO logging (one line per task start and end,
      stderr to a file): on PostgreSQL with the sync no-op ``bench.noop`` and the async
@@ -21,20 +24,23 @@ On the same PostgreSQL (and SQLite), in one run, it measures:
 2. Bare-SQL capture-and-complete loops at batch 100 (``--batch``), on PostgreSQL
    (psycopg) and SQLite (sqlite3, WAL), replaying the statements jobq's Store sends, in a
    child process timed from spawn to exit like the workers (see _bare_loop.py).
-3. Bulk enqueue of N tasks: jobq's ``Store.enqueue_many`` (``--enqueue-per-call`` per
-   call, default 1,000, and one call of all N), ``jobq enqueue --file`` of an N-line
-   JSON-lines file (spawn to exit), on PostgreSQL and SQLite, against PGQueuer's bulk
-   ``Queries.enqueue`` (1,000 per call) on asyncpg and psycopg (see _enqueue_bench.py).
+3. Bulk enqueue of N tasks (the largest ``--tasks`` size): jobq's ``Store.enqueue_many``
+   (``--enqueue-per-call`` per call, default 1,000, and one call of all N), ``jobq enqueue
+   --file`` of an N-line JSON-lines file (spawn to exit), on PostgreSQL and SQLite, against
+   PGQueuer's bulk ``Queries.enqueue`` (1,000 per call) on asyncpg and psycopg (see
+   _enqueue_bench.py).
 4. Enqueue->start latency through LISTEN/NOTIFY: an idle jobq worker (concurrency 10,
    poll interval 10 s, logs on) while tasks are enqueued one at a time ~20 ms apart;
    latency is started_at - created_at of each row (the database's clock). The same for
    PGQueuer on asyncpg: its log's 'picked' row minus its 'queued' row.
 
 Targets (issue 19), judged with task logs on: jobq's better PostgreSQL row (sync or async)
-drains at least 2x PGQueuer-asyncpg's jobs/s at every concurrency run (by default 16 and
-100); jobq on SQLite drains at least 40,000 jobs/s at concurrency 100 (else the largest
-run); each of jobq's bulk enqueues on PostgreSQL (enqueue_many and --file) is at least
-2x PGQueuer-asyncpg's bulk enqueue; p50 latency at most 5 ms on PostgreSQL. Every queue
+drains at least 2x PGQueuer-asyncpg's jobs/s at every size and concurrency run (by default
+20,000 and 50,000 tasks at 16 and 100; a table sets the two side by side: jobs/s, worker
+and server CPU per 1,000 jobs, and jobq's ratios to PGQueuer, issue 42); jobq on SQLite
+drains at least 40,000 jobs/s at concurrency 100, largest size (else the largest run);
+each of jobq's bulk enqueues on PostgreSQL (enqueue_many and --file) is at least 2x
+PGQueuer-asyncpg's bulk enqueue; p50 latency at most 5 ms on PostgreSQL. Every queue
 works in a PostgreSQL schema of its own (created here, dropped at the end); tables named
 jobq_* in the public schema are never touched. Every subprocess has a timeout. The result
 is a Markdown report on stdout; progress goes to stderr. Exits 1 if a target is missed.
@@ -75,12 +81,21 @@ from benchmarks._enqueue_bench import (
     pgqueuer_enqueue,
     store_enqueue,
 )
+from benchmarks._worker_report import (
+    best_jobq,
+    pgqueuer_rows,
+    print_drains,
+    print_enqueues,
+    print_latencies,
+    print_side_by_side,
+)
 from benchmarks.harness import (
     ASYNC_TASK,
     DEFAULT_MYSQL_URL,
     DEFAULT_POSTGRES_URL,
     PEERS_PYTHON,
     SYNC_TASK,
+    csv_ints,
     drop_mysql_database,
     drop_schema,
     git_state,
@@ -133,18 +148,19 @@ def run_jobq_drains(url: str, args: argparse.Namespace) -> list[Drain]:
     """jobq's drains at each concurrency: PostgreSQL sync and async (logs on), sync at
     --log-level warning; SQLite sync (logs on); MariaDB / MySQL sync and async (logs on)."""
     jurl = in_schema(url, SCHEMAS["jobq"])
-    n, timeout = args.tasks, args.timeout
+    timeout = args.timeout
     murl = None if args.no_mysql else mysql_database(args.mysql_url, MYSQL_DATABASE)
     mysql_name = mysql_server(murl) if murl else ""
     drains: list[Drain] = []
 
     def drain(
-        url: str, database: str, label: str, task: str, conc: int, logs: bool = True
+        url: str, database: str, label: str, task: str, run: tuple[int, int], logs: bool = True
     ) -> Drain:
+        conc, n = run
         return jobq_drain(url, database, label, task, n, conc, timeout, task_logs=logs)
 
     try:
-        for conc in args.concurrency:
+        for conc in [(c, n) for c in args.concurrency for n in args.sizes]:
             sync = drain(jurl, "PostgreSQL", SYNC_LOGS, SYNC_TASK, conc)
             drains += [sync, drain(jurl, "PostgreSQL", ASYNC_LOGS, ASYNC_TASK, conc)]
             quiet = drain(jurl, "PostgreSQL", SYNC_QUIET, SYNC_TASK, conc, logs=False)
@@ -228,9 +244,9 @@ def run_peer_drains(
 ) -> None:
     """A peer's drains at each concurrency, each on fresh tables."""
     log(f"== {queue} drains" + (f" on {driver}" if driver else ""))
-    for conc in args.concurrency:
+    for conc, n in [(c, n) for c in args.concurrency for n in args.sizes]:
         dsn = fresh_dsn(url, queue)
-        drain, seen = peer_drain(queue, driver, dsn, args.tasks, conc, args.timeout)
+        drain, seen = peer_drain(queue, driver, dsn, n, conc, args.timeout)
         results.drains.append(drain)
         results.peers.setdefault(seen["queue"], set()).add(seen["driver"])
 
@@ -277,65 +293,13 @@ def versions_line(url: str, peers: dict[str, set[str]]) -> str:
     return line
 
 
-def print_drains(drains: list[Drain], bares: list[Drain]) -> None:
-    pgq = {d.concurrency: d for d in drains if d.kind == "pgqueuer-asyncpg"}
-    print(
-        "| queue | database | concurrency | tasks | seconds | jobs/s "
-        "| ratio to pgqueuer (asyncpg) | notes |"
-    )
-    print("|---|---|---:|---:|---:|---:|---:|---|")
-    # Stable sort: each concurrency's rows stay in run order; the bare loops come last.
-    for d in [*sorted(drains, key=lambda d: d.concurrency), *bares]:
-        peer_row = pgq.get(d.concurrency)
-        ratio = f"{d.rate / peer_row.rate:.2f}" if peer_row and d.kind != "bare" else ""
-        print(
-            f"| {d.queue} | {d.database} | {d.concurrency} | {d.tasks:,} | {d.seconds:.2f} "
-            f"| {d.rate:,.0f} | {ratio} | {d.note} |"
-        )
-
-
-def print_enqueues(enqueues: list[Enqueue], repeat: int) -> None:
-    pgq = next((e for e in enqueues if e.kind == "pgqueuer-asyncpg"), None)
-    print(
-        f"\n| bulk enqueue | database | tasks | seconds (best of {repeat}) | jobs/s "
-        "| ratio to pgqueuer (asyncpg) | notes |"
-    )
-    print("|---|---|---:|---:|---:|---:|---|")
-    for e in enqueues:
-        ratio = f"{e.rate / pgq.rate:.2f}" if pgq else ""
-        runs = ", ".join(f"{s:.2f}" for s in e.runs)
-        print(
-            f"| {e.who} | {e.database} | {e.tasks:,} | {e.seconds:.2f} | {e.rate:,.0f} "
-            f"| {ratio} | {e.note}; runs: {runs} s |"
-        )
-
-
-def print_latencies(latencies: list[Latency], spacing: float) -> None:
-    print("\n| queue | enqueue->start latency | samples | p50 ms | p99 ms | max ms |")
-    print("|---|---|---:|---:|---:|---:|")
-    for lat in latencies:
-        print(
-            f"| {lat.queue} | PostgreSQL, LISTEN/NOTIFY, {spacing * 1000:.0f} ms apart "
-            f"| {len(lat.samples)} | {lat.pct(50) * 1000:.2f} | {lat.pct(99) * 1000:.2f} "
-            f"| {max(lat.samples) * 1000:.2f} |"
-        )
-
-
-def best_jobq(drains: list[Drain], database: str, conc: int) -> Drain | None:
-    """jobq's faster logs-on drain (sync or async) on ``database`` at ``conc``."""
-    rows = [
-        d for d in drains
-        if d.kind == "jobq" and d.database == database and d.concurrency == conc
-    ]  # fmt: skip
-    return max(rows, key=lambda d: d.rate, default=None)
-
-
 def judge(
     drains: list[Drain],
     bares: list[Drain],
     enqueues: list[Enqueue],
     latencies: list[Latency],
     concurrencies: list[int],
+    sizes: list[int],
 ) -> bool:
     """Print every target's verdict and a few comparisons; whether none was missed."""
     ok = True
@@ -347,10 +311,13 @@ def judge(
         print(f"- {text}: **{verdict}** ({detail})")
 
     print("\nTargets (issue 19; jobq with task logs on):\n")
-    pgq = {d.concurrency: d for d in drains if d.kind == "pgqueuer-asyncpg"}
-    for conc in concurrencies:
-        text = f"drain at least {TARGET_PEER:g}x PGQueuer-asyncpg's jobs/s at concurrency {conc}"
-        best, peer_row = best_jobq(drains, "PostgreSQL", conc), pgq.get(conc)
+    pgq = pgqueuer_rows(drains)
+    for conc, n in [(c, n) for c in concurrencies for n in sizes]:
+        text = (
+            f"drain at least {TARGET_PEER:g}x PGQueuer-asyncpg's jobs/s at concurrency {conc}, "
+            f"{n:,} tasks"
+        )
+        best, peer_row = best_jobq(drains, "PostgreSQL", conc, n), pgq.get((conc, n))
         if best and peer_row:
             r = best.rate / peer_row.rate
             detail = f"{r:.2f}x with {best.queue}: {best.rate:,.0f} vs {peer_row.rate:,.0f}/s"
@@ -358,7 +325,7 @@ def judge(
         else:
             target(text, None, "needs jobq and pgqueuer")
     lite_conc = SQLITE_JUDGED if SQLITE_JUDGED in concurrencies else max(concurrencies)
-    lite = best_jobq(drains, "SQLite", lite_conc)
+    lite = best_jobq(drains, "SQLite", lite_conc, max(sizes))
     text = f"SQLite drain at least {TARGET_SQLITE:,} jobs/s at concurrency {lite_conc}"
     if lite:
         target(text, lite.rate >= TARGET_SQLITE, f"{lite.rate:,.0f} jobs/s")
@@ -400,17 +367,20 @@ def judge(
 def report(results: Results, args: argparse.Namespace) -> bool:
     """Print the Markdown report; whether no target measured was missed."""
     levels = ", ".join(str(c) for c in args.concurrency)
-    print(f"\n### bench_worker.py ({args.tasks:,} no-op tasks, concurrency {levels})\n")
+    sizes = " and ".join(f"{n:,}" for n in args.sizes)
+    print(f"\n### bench_worker.py ({sizes} no-op tasks, concurrency {levels})\n")
     print(versions_line(args.postgres_url, results.peers) + "\n")
     if results.drains or results.bares:
         print_drains(results.drains, results.bares)
+        print_side_by_side(results.drains)
     if results.enqueues:
         print_enqueues(results.enqueues, args.enqueue_repeat)
     if results.latencies:
         print_latencies(results.latencies, args.spacing)
     return judge(
-        results.drains, results.bares, results.enqueues, results.latencies, args.concurrency
-    )
+        results.drains, results.bares, results.enqueues, results.latencies, args.concurrency,
+        args.sizes,
+    )  # fmt: skip
 
 
 # --- main --------------------------------------------------------------------------------
@@ -421,7 +391,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL)
     parser.add_argument("--mysql-url", default=DEFAULT_MYSQL_URL)
     parser.add_argument("--no-mysql", action="store_true", help="skip the MariaDB / MySQL drains")
-    parser.add_argument("--tasks", type=int, default=50000)
+    parser.add_argument(
+        "--tasks", type=csv_ints, default=[20_000, 50_000],
+        help="comma-separated sizes: every drain runs once per size (default 20000,50000); "
+        "the bulk enqueues, bare loops and latency use the largest",
+    )  # fmt: skip
     parser.add_argument(
         "--only", choices=["jobq", "pgqueuer", "procrastinate"],
         help="run one queue only (jobq includes the bare loops)",
@@ -448,6 +422,8 @@ def parse_args() -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument("--timeout", type=float, default=600, help="per subprocess, seconds")
     args = parser.parse_args()
+    args.sizes = sorted(set(args.tasks))
+    args.tasks = max(args.sizes)
     for option, value in (("--postgres-url", args.postgres_url), ("--mysql-url", args.mysql_url)):
         if sa.make_url(value).host not in ("127.0.0.1", "localhost", "::1"):
             parser.error(f"loopback only: {option} must point at 127.0.0.1")

@@ -8,6 +8,7 @@ a temporary SQLite file).
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import jobq
@@ -29,3 +30,9 @@ async def noop_async(n: int = 0) -> None:
 def sleep(ms: float = 0) -> None:
     """Hold a slot for ``ms`` milliseconds (limit_drain.py: a limit that binds)."""
     time.sleep(ms / 1000)
+
+
+@app.task(name="bench.sleep_async")
+async def sleep_async(ms: float = 0) -> None:
+    """Hold a slot of the event loop for ``ms`` milliseconds (sustained_load.py)."""
+    await asyncio.sleep(ms / 1000)

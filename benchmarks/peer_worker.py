@@ -1,9 +1,10 @@
 """The peer side of bench_worker.py: PGQueuer and Procrastinate, run in their own venv.
 
 Run by bench_worker.py with benchmarks/.venv-peers/bin/python (see peers.sh), one action
-per process, and prints one JSON object on stdout:
+per process (sustained_load.py too, through _sustained_peers.py: setup, serve and
+produce), and prints one JSON object on stdout:
 
-    peer_worker.py pgqueuer|procrastinate setup|enqueue|drain|serve|latency --dsn URI [...]
+    peer_worker.py pgqueuer|procrastinate setup|enqueue|drain|serve|latency|produce --dsn URI
 
 * setup: install the queue's schema (its tables go in the connection's search_path,
   which bench_worker.py sets to a schema of its own through the URI's ``options``; for
@@ -14,9 +15,14 @@ per process, and prints one JSON object on stdout:
   runs, the queue emptied between runs (untimed).
 * drain: one worker at the given concurrency, in the queue's "exit when empty" mode;
   reports the seconds from just before the worker starts to its return.
-* serve (PGQueuer only): one worker in its continuous mode (LISTEN, then batches of
-  ``--concurrency``) until SIGTERM; reports how many jobs it ran (scale_peers.py starts
-  several and times them from outside).
+* serve: one worker in its continuous mode until SIGTERM, each job sleeping
+  ``--sleep-ms`` on the loop (0: a no-op); reports how many jobs it ran. PGQueuer: LISTEN,
+  then batches of ``--concurrency`` (scale_peers.py starts several and times them from
+  outside); Procrastinate: ``run_worker_async(concurrency=C, wait=True)``, LISTEN/NOTIFY
+  on (its default).
+* produce: sustained_load.py's producer (_producer.py: steps read from stdin, one JSON
+  line printed per step, not one at the end), each batch through the queue's own batch
+  API.
 * latency (PGQueuer only): an idle worker woken by LISTEN/NOTIFY; jobs enqueued one at a
   time ``--spacing`` apart; latency is the picked log row's ``created`` minus the queued
   log row's (both the database's clock).
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -144,7 +151,7 @@ async def pgq_enqueue(args: argparse.Namespace) -> Result:
     return {"enqueued": args.tasks, "seconds": min(runs), "runs": runs, "per_call": args.batch}
 
 
-def _pgq_app(driver: Driver) -> tuple[PgQueuer, dict[str, int]]:
+def _pgq_app(driver: Driver, sleep_ms: float = 0.0) -> tuple[PgQueuer, dict[str, int]]:
     from pgqueuer import PgQueuer
 
     pgq = PgQueuer(driver)
@@ -152,6 +159,8 @@ def _pgq_app(driver: Driver) -> tuple[PgQueuer, dict[str, int]]:
 
     @pgq.entrypoint(ENTRYPOINT)
     async def noop(job: Any) -> None:
+        if sleep_ms:
+            await asyncio.sleep(sleep_ms / 1000)  # the task's work (sustained_load.py)
         done["n"] += 1
 
     return pgq, done
@@ -170,7 +179,7 @@ async def pgq_drain(args: argparse.Namespace) -> Result:
 
 async def pgq_serve(args: argparse.Namespace) -> Result:
     async with pgq_driver(args.dsn, args.driver) as driver:
-        pgq, done = _pgq_app(driver)
+        pgq, done = _pgq_app(driver, args.sleep_ms)
         # Its own shutdown on SIGTERM: the jobs it picked finish and are logged first.
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, pgq.shutdown.set)
         await pgq.run(batch_size=args.concurrency)
@@ -210,7 +219,7 @@ async def pgq_latency(args: argparse.Namespace) -> Result:
 # --- Procrastinate ----------------------------------------------------------------
 
 
-def _procrastinate_app(dsn: str) -> tuple[Any, Any, dict[str, int]]:
+def _procrastinate_app(dsn: str, sleep_ms: float = 0.0) -> tuple[Any, Any, dict[str, int]]:
     import procrastinate
 
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=dsn))
@@ -218,6 +227,8 @@ def _procrastinate_app(dsn: str) -> tuple[Any, Any, dict[str, int]]:
 
     @app.task(name=ENTRYPOINT, queue="bench")
     async def noop(n: int = 0) -> None:
+        if sleep_ms:
+            await asyncio.sleep(sleep_ms / 1000)  # the task's work (sustained_load.py)
         done["n"] += 1
 
     return app, noop, done
@@ -253,6 +264,46 @@ async def procrastinate_drain(args: argparse.Namespace) -> Result:
     return {"seconds": seconds, "ran": done["n"]}
 
 
+async def procrastinate_serve(args: argparse.Namespace) -> Result:
+    app, _, done = _procrastinate_app(args.dsn, args.sleep_ms)
+    async with app.open_async():
+        # Its own signal handlers: SIGTERM stops it once the running jobs are done.
+        await app.run_worker_async(queues=["bench"], concurrency=args.concurrency, wait=True)
+    return {"ran": done["n"]}
+
+
+def produce(args: argparse.Namespace) -> None:
+    """sustained_load.py's producer for a peer: _producer.serve, each batch enqueued with
+    the peer's own batch API (PGQueuer's ``Queries.enqueue``, Procrastinate's
+    ``batch_defer_async``) on one connection, on a loop of its own."""
+    from benchmarks._producer import serve
+
+    loop = asyncio.new_event_loop()
+    with contextlib.ExitStack() as stack:
+        if args.queue == "pgqueuer":
+            from pgqueuer import Queries
+
+            opened = pgq_driver(args.dsn, args.driver)
+            driver = loop.run_until_complete(opened.__aenter__())
+            stack.callback(lambda: loop.run_until_complete(opened.__aexit__(None, None, None)))
+            queries = Queries(driver)
+
+            def send(n: int) -> object:
+                return loop.run_until_complete(
+                    queries.enqueue([ENTRYPOINT] * n, [payload(0)] * n, [0] * n)
+                )
+        else:
+            app, noop, _ = _procrastinate_app(args.dsn)
+            context = app.open_async()
+            loop.run_until_complete(context.__aenter__())
+            stack.callback(lambda: loop.run_until_complete(context.__aexit__(None, None, None)))
+
+            def send(n: int) -> object:
+                return loop.run_until_complete(noop.batch_defer_async(*([{"n": 0}] * n)))
+
+        serve(send, args.batch)
+
+
 ACTIONS: dict[tuple[str, str], Callable[[argparse.Namespace], Awaitable[Result]]] = {
     ("pgqueuer", "setup"): pgq_setup,
     ("pgqueuer", "enqueue"): pgq_enqueue,
@@ -262,13 +313,16 @@ ACTIONS: dict[tuple[str, str], Callable[[argparse.Namespace], Awaitable[Result]]
     ("procrastinate", "setup"): procrastinate_setup,
     ("procrastinate", "enqueue"): procrastinate_enqueue,
     ("procrastinate", "drain"): procrastinate_drain,
+    ("procrastinate", "serve"): procrastinate_serve,
 }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("queue", choices=["pgqueuer", "procrastinate"])
-    parser.add_argument("action", choices=["setup", "enqueue", "drain", "serve", "latency"])
+    parser.add_argument(
+        "action", choices=["setup", "enqueue", "drain", "serve", "latency", "produce"]
+    )
     parser.add_argument("--dsn", required=True, help="libpq URI (search_path in options)")
     parser.add_argument(
         "--driver", choices=["asyncpg", "psycopg"], default="asyncpg",
@@ -280,7 +334,12 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--spacing", type=float, default=0.02)
+    parser.add_argument("--sleep-ms", type=float, default=0.0, help="serve: each job's work")
     args = parser.parse_args()
+    os.environ.setdefault("PGQUEUER_PREFIX", "")
+    if args.action == "produce":
+        produce(args)  # JSON lines of its own, one per step
+        return
     action = ACTIONS.get((args.queue, args.action))
     if action is None:
         parser.error(f"{args.queue} has no {args.action} action")
