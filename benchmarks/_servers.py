@@ -129,12 +129,6 @@ def _identifier(name: str) -> str:
     return name
 
 
-def _identifier(name: str) -> str:
-    if not name.isidentifier():
-        raise ValueError(f"not a plain database name: {name!r}")
-    return name
-
-
 def private_postgres(
     shared_buffers: str = "512MB",
 ) -> contextlib.AbstractContextManager[BenchPostgres]:
