@@ -164,7 +164,7 @@ def _outlasting_write(patience: Patience, attempt: Callable[[], _T]) -> _T:
 def _gave_up(error: DatabaseUnavailable, deadline: Deadline) -> DatabaseUnavailable:
     """``error``, saying how long the write waited, and that nothing was written."""
     waited = time.monotonic() - deadline.began
-    reason = f"{error.context.get('reason')}; waited {waited:.1f} s for it, nothing was written"
+    reason = f"{error.context.get('reason')} (waited {waited:.1f} s; nothing was written)"
     context = error.context
     gave_up = DatabaseUnavailable(
         database=context.get("database"), host=context.get("host"), reason=reason
