@@ -9,8 +9,8 @@ import logging
 import sys
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -71,13 +71,11 @@ class Enqueuer:
     def wait(self, seconds: float) -> None:
         self._wait = seconds_to_wait(seconds)
 
-    @contextmanager
-    def waiting(self, connection: Connection | None) -> Iterator[None]:
+    def waiting(self, connection: Connection | None) -> AbstractContextManager[None]:
         """The block an enqueue writes in (a workflow's, `jobq enqueue --file`'s): waiting
         up to ``wait`` seconds for the database, unless in the caller's ``connection``
         (jobq.core.enqueue_wait.waiting)."""
-        with waiting(self._wait, connection):
-            yield
+        return waiting(self._wait, connection)
 
     def enqueue(
         self,

@@ -11,8 +11,7 @@ It is tried again only while it certainly wrote nothing, so no task is ever enqu
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from jobq.db.durations import parse_duration
@@ -41,14 +40,14 @@ def seconds_to_wait(given: float | None) -> float:
         raise InvalidOption(option=VARIABLE, reason=str(error)) from None
 
 
-@contextmanager
-def waiting(wait: float, connection: Any) -> Iterator[None]:
+def waiting(wait: float, connection: Any) -> AbstractContextManager[None]:
     """The block an enqueue writes in: it waits up to ``wait`` seconds for the database
     (jobq.db.patience.waiting_to_write). In a caller's ``connection`` nothing waits or is
     tried again (the transaction is the caller's); inside another enqueue's block, that
     block's deadline stands."""
     if connection is not None or writing() is not None:
-        yield
-        return
-    with waiting_to_write(Deadline(wait), "the enqueue"):
-        yield
+        return _NOTHING
+    return waiting_to_write(Deadline(wait), "the enqueue")
+
+
+_NOTHING: AbstractContextManager[None] = nullcontext()

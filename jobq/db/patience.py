@@ -91,16 +91,22 @@ def patiently(deadline: Deadline) -> Iterator[None]:
         _patience.reset(token)
 
 
-@contextmanager
-def waiting_to_write(deadline: Deadline, what: str) -> Iterator[None]:
-    """Units of work run in this block write ``what`` ("the enqueue"): they wait out an
-    outage until ``deadline``, tried again only when they certainly wrote nothing (see
-    above). It replaces a reader's patience around it."""
-    token = _patience.set(Patience(deadline, what))
-    try:
-        yield
-    finally:
-        _patience.reset(token)
+class waiting_to_write:
+    """``with waiting_to_write(deadline, what):`` units of work run in the block write
+    ``what`` ("the enqueue"): they wait out an outage until ``deadline``, tried again only
+    when they certainly wrote nothing (see above). It replaces a reader's patience around
+    it. A class, not a generator: it is on every enqueue's way."""
+
+    __slots__ = ("_patience", "_token")
+
+    def __init__(self, deadline: Deadline, what: str) -> None:
+        self._patience = Patience(deadline, what)
+
+    def __enter__(self) -> None:
+        self._token = _patience.set(self._patience)
+
+    def __exit__(self, *_: object) -> None:
+        _patience.reset(self._token)
 
 
 def is_patient() -> bool:

@@ -150,6 +150,11 @@ class Database(DriverRuns):
             except sa.exc.DBAPIError as error:  # it had to ask the server, which did not answer
                 raise self.unavailable(error, unsent=True) from None
 
+        try:
+            return ask()  # known after the first time: nothing more on every enqueue's way
+        except DatabaseUnavailable:
+            if not is_patient() and writing() is None:
+                raise
         return outlasting(ask)  # a read: the first of an enqueue waits as the enqueue does
 
     def prepare(self, key: Any, build: Callable[[], sa.Executable]) -> Prepared:
