@@ -153,7 +153,8 @@ class Database(DriverRuns):
         try:
             return ask()  # known after the first time: nothing more on every enqueue's way
         except DatabaseUnavailable:
-            if not is_patient() and writing() is None:
+            patience = writing()
+            if not is_patient() and (patience is None or patience.deadline.passed()):
                 raise
         return outlasting(ask)  # a read: the first of an enqueue waits as the enqueue does
 
