@@ -34,6 +34,7 @@ class App:
 
     The database URL is ``database_url``, else $JOBQ_DATABASE_URL, else sqlite:///jobq.db;
     the Store is created when first used (InvalidDatabaseURL then, if the URL is bad).
+    ``enqueue_wait``: seconds an enqueue waits for a database it cannot reach (see Store).
 
     Example:
         ```python
@@ -47,9 +48,12 @@ class App:
         ```
     """
 
-    def __init__(self, database_url: str | None = None) -> None:
+    def __init__(
+        self, database_url: str | None = None, *, enqueue_wait: float | None = None
+    ) -> None:
         self.registry = Registry()
         self._database_url = database_url
+        self._enqueue_wait = enqueue_wait
         self._store: Store | None = None
         #: Cron schedules by name (app.periodic); workers store them when they start.
         self.schedules: dict[str, Schedule] = {}
@@ -61,7 +65,7 @@ class App:
     def store(self) -> Store:
         """The Store tasks are enqueued into and captured from."""
         if self._store is None:
-            self._store = Store(database_url(self._database_url))
+            self._store = Store(database_url(self._database_url), enqueue_wait=self._enqueue_wait)
         return self._store
 
     @store.setter
@@ -357,13 +361,9 @@ class App:
         """
         definition = self.definition(name)
         checked = [definition.check_arguments(kwargs) for kwargs in kwargs_list]
-        options: dict[str, Any] = dict(
-            queue=definition.queue if queue is None else queue,
-            priority=definition.priority if priority is None else priority,
-            run_at=run_at, delay=delay, retries=definition.retries, timeout=definition.timeout,
-        )  # fmt: skip
-        with adapted(connection, self.store) as options["connection"]:
-            ids = enqueue_rows(self.store, definition, checked, options)
+        with adapted(connection, self.store) as conn:
+            options = dict(queue=queue, priority=priority, run_at=run_at, delay=delay)
+            ids = enqueue_rows(self.store, definition, checked, conn, **options)
         self._enqueued(connection)
         return [TaskHandle(task_id, self.store) for task_id in ids]
 

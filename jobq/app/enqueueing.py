@@ -42,10 +42,18 @@ def enqueue_rows(
     store: Store,
     definition: TaskDefinition,
     checked: Sequence[dict[str, Any]],
-    options: dict[str, Any],
+    connection: Connection | None,
+    **chosen: Any,
 ) -> list[int]:
-    """The rows of App.enqueue_many: ``checked`` arguments, with ``options`` (Store
-    enqueue options, ``connection`` among them); their ids, in order."""
+    """The rows of App.enqueue_many: ``checked`` arguments, with the definition's options
+    but those ``chosen`` (queue, priority: None for the definition's; run_at, delay), in
+    ``connection``'s transaction if given; their ids, in order."""
+    options: dict[str, Any] = dict(
+        queue=definition.queue if chosen["queue"] is None else chosen["queue"],
+        priority=definition.priority if chosen["priority"] is None else chosen["priority"],
+        run_at=chosen["run_at"], delay=chosen["delay"], retries=definition.retries,
+        timeout=definition.timeout, connection=connection,
+    )  # fmt: skip
     if definition.unique is None and definition.lock is None:
         return store.enqueue_many(definition.name, checked, **options)
     # Keys differ per entry (all formatted before any row is written); each row goes on
@@ -64,7 +72,8 @@ def enqueue_rows(
             for arguments, (unique_key, lock_key) in zip(checked, keys, strict=True)
         ]
 
-    return store.db.write(enqueue_each, options.get("connection"), atomic=True)
+    with store.enqueuer.waiting(connection):  # one transaction: waits, tried again whole
+        return store.db.write(enqueue_each, connection, atomic=True)
 
 
 def signature(app: SignatureApp, definition: TaskDefinition, kwargs: dict[str, Any]) -> Signature:

@@ -55,9 +55,14 @@ class Store(TaskStore):
             (jobq.ExponentialBackoff by default, or jobq.FixedBackoff).
         listen_url: where workers and waiters listen for notifications when the URL goes
             through a transaction pooler (``?jobq_pooler=transaction``): the server's own.
+        enqueue_wait: seconds an enqueue (not in a caller's transaction) waits for a
+            database it cannot reach, a restart say, before it raises DatabaseUnavailable;
+            0 refuses at once. Default $JOBQ_ENQUEUE_WAIT, else 5. It is tried again only
+            while it certainly wrote nothing: never twice.
 
     Raises:
         InvalidDatabaseURL: a URL jobq cannot use; nothing connects before.
+        InvalidOption: a negative ``enqueue_wait`` (or $JOBQ_ENQUEUE_WAIT not a duration).
         MissingExtra: the URL's driver is in an extra that is not installed.
 
     Example:
@@ -80,8 +85,11 @@ class Store(TaskStore):
         *,
         backoff: Backoff | None = None,
         listen_url: str | sa.URL | None = None,
+        enqueue_wait: float | None = None,
     ) -> None:
-        super().__init__(url_or_engine, backoff=backoff, listen_url=listen_url)
+        super().__init__(
+            url_or_engine, backoff=backoff, listen_url=listen_url, enqueue_wait=enqueue_wait
+        )
         self.admin = self.capability(TaskAdmin)
         self.queue_limits = self.capability(Limits)
         self.pauses = self.capability(Pauses)

@@ -98,6 +98,12 @@ def migrate(database_url: str) -> None:
     type=click.File("rb"),
     help="JSON lines: name, kwargs, queue, delay, priority, unique, retries.",
 )
+@click.option(
+    "--wait",
+    type=Duration(),
+    help="How long to wait for a database it cannot reach (a restart) before it fails: "
+    "90 (seconds), 30s, 0 (at once). Default: the app's, else $JOBQ_ENQUEUE_WAIT, else 5s.",
+)
 @app_option(
     required=False,
     help="The jobq.App whose task definitions check each name and its arguments and give "
@@ -113,6 +119,7 @@ def enqueue(
     unique: str | None,
     retries: int | None,
     task_file: IO[bytes] | None,
+    wait: float | None,
     app_path: str | None,
     database_url: str,
 ) -> None:
@@ -130,6 +137,10 @@ def enqueue(
     one JSON object a line: name (required), kwargs (an object), and optionally queue,
     delay, priority, unique and retries. It is enqueued as it is read, in one
     transaction: a bad line anywhere is named, and nothing is written.
+
+    A database that cannot be reached (a restart) is waited for up to --wait; the
+    enqueue is tried again only while it certainly wrote nothing, so a task is never
+    enqueued twice. Past the wait it fails (exit 1) saying how long it waited.
     """
     given = {"queue": queue, "delay": delay, "priority": priority, "retries": retries}
     options = {key: value for key, value in given.items() if value is not None}
@@ -150,6 +161,8 @@ def enqueue(
             line = TaskLine(name, kwargs or {}, tuple(options.items()))
             line = line if resolve is None else resolve(line)
     with _store(app, database_url) as store:
+        if wait is not None:
+            store.enqueue_wait = wait
         if task_file is None:
             click.echo(store.enqueue(line.name, line.kwargs, **dict(line.options)))
         else:

@@ -54,7 +54,10 @@ def enqueue_file(store: Store, file: IO[bytes], resolve: Resolve | None) -> int:
                     bar.update(size)
                 return new + len(held)
 
-            return store.db.write(enqueue_all, atomic=True)
+            # One transaction, read again from the start: it waits for an unreachable
+            # database as an enqueue does, tried again only if it certainly did not commit.
+            with store.enqueuer.waiting(None):
+                return store.db.write(enqueue_all, atomic=True)
 
 
 class _Bar(Protocol):

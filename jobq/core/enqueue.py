@@ -10,6 +10,7 @@ import sys
 import time
 import weakref
 from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,6 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from jobq.core import tracing
+from jobq.core.enqueue_wait import seconds_to_wait, waiting
 from jobq.db.errors import InvalidOption, JobqError, PayloadTooLarge, first_line
 from jobq.db.payload import check_args, encode_args
 from jobq.db.prepared import Prepared
@@ -54,9 +56,26 @@ _LOAD_GAP = 60.0
 class Enqueuer:
     """enqueue and enqueue_many."""
 
-    def __init__(self, db: Database, dialect: Dialect) -> None:
+    def __init__(self, db: Database, dialect: Dialect, wait: float | None = None) -> None:
         self.db = db
         self.dialect = dialect
+        self._wait = seconds_to_wait(wait)
+
+    @property
+    def wait(self) -> float:
+        """Seconds an enqueue of its own waits for an unreachable database (see
+        jobq.core.enqueue_wait); 0: refused at once."""
+        return self._wait
+
+    @wait.setter
+    def wait(self, seconds: float) -> None:
+        self._wait = seconds_to_wait(seconds)
+
+    def waiting(self, connection: Connection | None) -> AbstractContextManager[None]:
+        """The block an enqueue writes in (a workflow's, `jobq enqueue --file`'s): waiting
+        up to ``wait`` seconds for the database, unless in the caller's ``connection``
+        (jobq.core.enqueue_wait.waiting)."""
+        return waiting(self._wait, connection)
 
     def enqueue(
         self,
@@ -104,21 +123,24 @@ class Enqueuer:
                 ``run_at`` with ``delay``...
         """
         checked = check_args(name, args)
-        room = self.db.room()
-        text = encode_args(name, checked, room)
-        if not room.fits(text):
-            what = f"The arguments of task {name!r}"
-            raise PayloadTooLarge(what=what, size=room.size(text), why=room.why)
         timing, params = self._new_row(
             name, queue, priority, run_at, delay, retries, timeout, lease, unique_key, lock_key
         )
         params["new_args"] = checked
-        if tracing.MODULE in sys.modules:  # the application traces (jobq[otel]): a span
-            with tracing.enqueue_span(name, queue) as span:
-                task_id = self._insert(timing, params, unique_key, connection, span.trace_context)
-                span.enqueued([task_id])
-                return task_id
-        return self._insert(timing, params, unique_key, connection, None)
+        with waiting(self._wait, connection):
+            room = self.db.room()
+            text = encode_args(name, checked, room)
+            if not room.fits(text):
+                what = f"The arguments of task {name!r}"
+                raise PayloadTooLarge(what=what, size=room.size(text), why=room.why)
+            if tracing.MODULE in sys.modules:  # the application traces (jobq[otel]): a span
+                with tracing.enqueue_span(name, queue) as span:
+                    task_id = self._insert(
+                        timing, params, unique_key, connection, span.trace_context
+                    )
+                    span.enqueued([task_id])
+                    return task_id
+            return self._insert(timing, params, unique_key, connection, None)
 
     def _insert(
         self,
@@ -190,29 +212,34 @@ class Enqueuer:
         """
         args_list = list(args_list)
         row_bytes = _ROW_BYTES + 2 * sum(len(str(v)) for v in (name, queue, lock_key))
-        batches = [
-            batch
-            for start in range(0, len(args_list), _BATCH)
-            for batch in self._fitting(name, args_list[start : start + _BATCH], start, row_bytes)
-        ]
         options = dict(
             queue=queue, priority=priority, run_at=run_at, delay=delay, retries=retries,
             timeout=timeout, lease=lease, lock_key=lock_key, connection=connection,
         )  # fmt: skip
-        if not args_list:
-            return []
-        if unique_key is not None:
-            task_id = self.enqueue(name, args_list[0], unique_key=unique_key, **options)  # type: ignore[arg-type]
-            return [task_id] * len(args_list)
-        timing, params = self._new_row(
-            name, queue, priority, run_at, delay, retries, timeout, lease, None, lock_key
-        )
-        if tracing.MODULE in sys.modules:  # the application traces (jobq[otel]): a span
-            with tracing.enqueue_span(name, queue) as span:
-                ids = self._insert_many(timing, params, batches, connection, span.trace_context)
-                span.enqueued(ids)
-                return ids
-        return self._insert_many(timing, params, batches, connection, None)
+        with waiting(self._wait, connection):
+            batches = [
+                batch
+                for start in range(0, len(args_list), _BATCH)
+                for batch in self._fitting(
+                    name, args_list[start : start + _BATCH], start, row_bytes
+                )
+            ]
+            if not args_list:
+                return []
+            if unique_key is not None:
+                task_id = self.enqueue(name, args_list[0], unique_key=unique_key, **options)  # type: ignore[arg-type]
+                return [task_id] * len(args_list)
+            timing, params = self._new_row(
+                name, queue, priority, run_at, delay, retries, timeout, lease, None, lock_key
+            )
+            if tracing.MODULE in sys.modules:  # the application traces (jobq[otel]): a span
+                with tracing.enqueue_span(name, queue) as span:
+                    ids = self._insert_many(timing, params, batches, connection, span.trace_context)
+                    span.enqueued(ids)
+            else:
+                ids = self._insert_many(timing, params, batches, connection, None)
+        self.loaded(connection, len(ids))  # after the block: not part of the enqueue
+        return ids
 
     def _insert_many(
         self,
@@ -242,7 +269,6 @@ class Enqueuer:
                 connection,
                 atomic=True,
             )
-        self.loaded(connection, len(ids))
         return ids
 
     def loaded(self, connection: Connection | None, rows: int) -> None:

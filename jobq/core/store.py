@@ -52,9 +52,12 @@ class TaskStore:
         *,
         backoff: Backoff | None = None,
         listen_url: str | sa.URL | None = None,
+        enqueue_wait: float | None = None,
     ) -> None:
         """``listen_url``: where workers and waiters listen for notifications when the URL
-        goes through a transaction pooler (``?jobq_pooler=transaction``): the server's own."""
+        goes through a transaction pooler (``?jobq_pooler=transaction``): the server's own.
+        ``enqueue_wait``: seconds an enqueue waits for an unreachable database (None:
+        $JOBQ_ENQUEUE_WAIT, else 5; see jobq.core.enqueue_wait)."""
         self.db = Database(url_or_engine, listen_url=listen_url)
         self.engine: Engine = self.db.engine
         self.dialect = self.db.dialect
@@ -66,7 +69,7 @@ class TaskStore:
         self.hooks = Hooks()
         self._capabilities: dict[Callable[[TaskStore], Any], Any] = {}
         #: Enqueueing: new task rows, one or many per statement.
-        self.enqueuer = Enqueuer(self.db, self.dialect)
+        self.enqueuer = Enqueuer(self.db, self.dialect, enqueue_wait)
         self.enqueue = self.enqueuer.enqueue
         self.enqueue_many = self.enqueuer.enqueue_many
         #: The registry of live workers (jobq_workers).
@@ -86,6 +89,16 @@ class TaskStore:
         self.set_status = self.ends.set_status
         self.set_statuses = self.ends.set_statuses
         self.complete_and_capture = self.ends.complete_and_capture
+
+    @property
+    def enqueue_wait(self) -> float:
+        """Seconds an enqueue not in a caller's transaction waits for a database it cannot
+        reach before it raises DatabaseUnavailable; 0: at once. Settable."""
+        return self.enqueuer.wait
+
+    @enqueue_wait.setter
+    def enqueue_wait(self, seconds: float) -> None:
+        self.enqueuer.wait = seconds
 
     @property
     def backoff(self) -> Backoff:

@@ -25,6 +25,10 @@ class InvalidDatabaseURL(JobqError, ValueError):
 class DatabaseUnavailable(JobqError):
     """Cannot connect to database {database!r} on {host}: {reason}"""
 
+    #: Whether the write that failed certainly wrote nothing: it never reached the server,
+    #: or its transaction never committed (jobq.db.patience tries only those again).
+    nothing_written = False
+
 
 class DatabaseNotFound(JobqError):
     """Database file {path!r} does not exist; check its URL, or run `jobq migrate` to create it."""

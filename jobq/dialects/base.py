@@ -21,7 +21,7 @@ from jobq.db.errors import InvalidDatabaseURL, JobqError, NeedsSession, Requires
 from jobq.db.payload import encode_args_array
 from jobq.db.prepared import Prepared, RowReader
 from jobq.db.room import GIGABYTE, Room
-from jobq.dialects import error_kinds, health, notify, row_values, upserts
+from jobq.dialects import error_kinds, health, liveness, notify, row_values, upserts
 from jobq.dialects.leases import lease_of as lease_of
 from jobq.dialects.predicates import CapturePredicates
 from jobq.dialects.row_values import NEW_ROW_PARAMETERS as NEW_ROW_PARAMETERS
@@ -380,6 +380,8 @@ class Dialect(CapturePredicates):
     is_too_large = error_kinds.is_too_large
     is_lock_key_conflict = error_kinds.is_lock_key_conflict
     is_conflict = error_kinds.is_conflict
+    is_unsent = error_kinds.is_unsent
+    heard_while_idle = liveness.heard_while_idle
 
     # --- locks (jobq.locks) -----------------------------------------------------------
 

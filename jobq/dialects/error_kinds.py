@@ -29,3 +29,9 @@ def is_conflict(dialect: object, error: sa.exc.DBAPIError) -> bool:
     """Whether the database aborted the transaction to break a deadlock (or a
     serialization conflict): the whole transaction was undone and may simply run again."""
     return False
+
+
+def is_unsent(dialect: object, error: sa.exc.DBAPIError) -> bool:
+    """Whether ``error``, a lost connection, says the statement never reached the server
+    (it could not be sent): it certainly ran nowhere, and may be sent again elsewhere."""
+    return False

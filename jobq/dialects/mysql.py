@@ -336,6 +336,8 @@ class MySQLDialect(Dialect):
     is_too_large = mysql_errors.is_too_large
     is_lock_key_conflict = mysql_errors.is_lock_key_conflict
     is_conflict = mysql_errors.is_conflict
+    is_unsent = mysql_errors.is_unsent
+    heard_while_idle = mysql_errors.heard_while_idle
 
     # --- locks ----------------------------------------------------------------------
 

@@ -6,8 +6,11 @@ error_kinds.py for what each promises); its lock claims read is_duplicate_key.
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 
+from jobq.dialects.liveness import readable
 from jobq.dialects.schema import LOCK_KEY_HELD
 
 # Server error numbers.
@@ -16,6 +19,9 @@ _BAD_FIELD = 1054
 _DUPLICATE_KEY = 1062
 _NO_SUCH_TABLE = 1146
 _DEADLOCK = 1213
+# Client error numbers: CR_SERVER_GONE_ERROR, the statement could not be written to the
+# socket (a lost connection found while reading the answer is CR_SERVER_LOST, 2013).
+_SERVER_GONE = 2006
 
 
 def errno(error: sa.exc.DBAPIError) -> int | None:
@@ -50,3 +56,22 @@ def is_conflict(dialect: object, error: sa.exc.DBAPIError) -> bool:
     """Whether the server aborted the transaction to break a deadlock (or, on MariaDB, a
     snapshot conflict): the whole transaction was undone and may simply run again."""
     return errno(error) in (_DEADLOCK, _CHECKREAD)
+
+
+def is_unsent(dialect: object, error: sa.exc.DBAPIError) -> bool:
+    """Whether a lost connection's ``error`` says the statement was never sent: the driver
+    could not write it (2006), or found its connection closed before writing (PyMySQL's
+    InterfaceError (0, ''))."""
+    args = getattr(error.orig, "args", ())
+    return errno(error) == _SERVER_GONE or (
+        isinstance(error, sa.exc.InterfaceError) and tuple(args) == (0, "")
+    )
+
+
+def heard_while_idle(dialect: object, raw: Any) -> bool:
+    """Whether idle driver connection ``raw`` heard from the server (jobq.dialects.liveness):
+    PyMySQL's socket, or mysqlclient's (fileno()); a closed PyMySQL connection has none."""
+    if hasattr(raw, "_sock"):
+        return raw._sock is None or readable(raw._sock.fileno())
+    fileno = getattr(raw, "fileno", None)
+    return fileno is not None and readable(fileno())

@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection, Engine
 from jobq.db.errors import LockNotAcquired
 from jobq.db.outage import Outage
 from jobq.db.prepared import RowReader
+from jobq.dialects import liveness
 from jobq.dialects.base import Dialect
 from jobq.dialects.leases import lease_of
 from jobq.dialects.postgresql_listen import CHANNEL, ENDED_CHANNEL, start_listening
@@ -350,6 +351,18 @@ class PostgresDialect(Dialect):
 
     def is_conflict(self, error: sa.exc.DBAPIError) -> bool:
         return getattr(error.orig, "sqlstate", None) in _CONFLICTS
+
+    # is_unsent: no error of a statement tells; 57P01 (admin_shutdown) answers a statement
+    # sent before the session ended (a restart) as well as one it ended mid-way
+    # (pg_terminate_backend). heard_while_idle tells the first before anything is sent.
+
+    def heard_while_idle(self, raw: Any) -> bool:
+        # psycopg (3 and 2) say closed, and give their socket; a driver that does not
+        # (pg8000) is never suspected.
+        if getattr(raw, "closed", False):
+            return True
+        fileno = getattr(raw, "fileno", None)
+        return fileno is not None and liveness.readable(fileno())
 
     def advisory_lock_statement(self, *, session: bool) -> sa.Executable:
         if session:

@@ -27,13 +27,13 @@ from jobq.db.errors import (
     SchemaNotMigrated,
     first_line,
 )
-from jobq.db.patience import is_patient, outlasting
+from jobq.db.patience import is_patient, outlasting, writing
 from jobq.db.prepared import Prepared
 from jobq.db.room import Room
 from jobq.db.urls import POOLER_PARAMETER, parse_url, safe_url, scrub, shown_url, take_pooler
 from jobq.dialects.base import READ_ONLY, Dialect
 from jobq.dialects.named import dialect_named, supported
-from jobq.engine.driver_runs import DriverRuns, ping_when_idle_long
+from jobq.engine.driver_runs import STALE_TRIES, DriverRuns, ping_when_idle_long
 
 if TYPE_CHECKING:
     # Type-only: SQLAlchemy's DB-API protocols are not part of every 2.0 release.
@@ -143,10 +143,20 @@ class Database(DriverRuns):
 
     def room(self) -> Room:
         """How many bytes one statement's parameters may take on this database."""
+
+        def ask() -> Room:
+            try:
+                return self.dialect.room(self.engine)
+            except sa.exc.DBAPIError as error:  # it had to ask the server, which did not answer
+                raise self.unavailable(error, unsent=True) from None
+
         try:
-            return self.dialect.room(self.engine)
-        except sa.exc.DBAPIError as error:  # it had to ask the server, which did not answer
-            raise self.unavailable(error) from None
+            return ask()  # known after the first time: nothing more on every enqueue's way
+        except DatabaseUnavailable:
+            patience = writing()
+            if not is_patient() and (patience is None or patience.deadline.passed()):
+                raise
+        return outlasting(ask)  # a read: the first of an enqueue waits as the enqueue does
 
     def prepare(self, key: Any, build: Callable[[], sa.Executable]) -> Prepared:
         """The Prepared form of the statement ``build()`` makes, built once per ``key``."""
@@ -282,25 +292,42 @@ class Database(DriverRuns):
             if read_only:
                 conn.execution_options(**{READ_ONLY: True})
             with conn.begin():
-                yield conn
+                if writing() is None:
+                    yield conn
+                    return
+                try:
+                    yield conn
+                except (sa.exc.DBAPIError, DatabaseUnavailable) as error:
+                    # Lost before its COMMIT was sent: the server rolled it back.
+                    uncommitted = self._uncommitted(error)
+                    if uncommitted is None:
+                        raise
+                    raise uncommitted from None
 
     def _connect(self, engine: Engine) -> Connection:
         """A connection of ``engine``; in a patiently() block, one that answered a ping (its
-        block cannot be run again should the connection prove to be lost)."""
-        conn = None
-        try:
-            conn = engine.connect()
-            if is_patient():
+        block cannot be run again should the connection prove to be lost); in a
+        waiting_to_write() block, one not found dead before anything is sent on it."""
+        patience = writing()
+        for _ in range(STALE_TRIES):
+            conn = None
+            try:
+                conn = engine.connect()
                 driver_connection = conn.connection.dbapi_connection
                 # None only once the connection is closed or invalidated; this one is new.
                 assert driver_connection is not None
-                self.engine.dialect.do_ping(driver_connection)
-        except (sa.exc.DBAPIError, self._driver_error) as error:
-            if conn is not None:
-                conn.invalidate()  # the pool connects anew
+                if is_patient() or self._suspect(driver_connection):
+                    self.engine.dialect.do_ping(driver_connection)
+                return conn
+            except (sa.exc.DBAPIError, self._driver_error) as error:
+                if conn is None or patience is None:
+                    if conn is not None:
+                        conn.invalidate()  # the pool connects anew
+                        conn.close()
+                    raise self.unavailable(error, unsent=True) from None
+                conn.invalidate()  # dead before anything was sent: take another
                 conn.close()
-            raise self.unavailable(error) from None
-        return conn
+        raise self.unavailable(self._all_stale(), unsent=True)
 
     @contextmanager
     def translated(self) -> Iterator[None]:
@@ -321,17 +348,48 @@ class Database(DriverRuns):
             reason = first_line(error)
             return PayloadTooLarge(f"A statement was too large for this database: {reason}")
         if error.connection_invalidated:
-            return self.unavailable(error)
+            return self.unavailable(error, unsent=self.dialect.is_unsent(error))
         return error
 
-    def unavailable(self, error: Exception) -> DatabaseUnavailable:
-        """DatabaseUnavailable for ``error``, naming host and database, never a credential."""
+    def unavailable(self, error: Exception, *, unsent: bool = False) -> DatabaseUnavailable:
+        """DatabaseUnavailable for ``error``, naming host and database, never a credential.
+
+        ``unsent``: what failed certainly wrote nothing (connecting failed, say). In a
+        waiting_to_write() block, an error that is not says that what the block writes
+        may or may not have been written (jobq.db.patience).
+        """
         reason = scrub(scrub(first_line(error), self._given), self.engine.url)
         shown = shown_url(self._given)
         host = shown and (f"{shown.host}:{shown.port}" if shown.port else shown.host)
-        return DatabaseUnavailable(
-            database=self.shown_database, host=host or "this machine", reason=reason
+        context = {"database": self.shown_database, "host": host or "this machine"}
+        patience = writing()
+        if patience is not None and not unsent:
+            return DatabaseUnavailable(
+                f"Lost the connection to database {context['database']!r} on "
+                f"{context['host']} while {patience.writes} was in flight: it may or may "
+                f"not have been written ({reason})",
+                **context,
+                reason=reason,
+            )
+        unavailable = DatabaseUnavailable(**context, reason=reason)
+        unavailable.nothing_written = unsent
+        return unavailable
+
+    def _uncommitted(self, error: Exception) -> DatabaseUnavailable | None:
+        """DatabaseUnavailable (nothing written) for ``error`` raised in a transaction of
+        our own before its COMMIT was sent, if it says the database was lost; else None."""
+        if isinstance(error, sa.exc.DBAPIError):
+            translated = self.translate(error)
+            error = translated
+        if not isinstance(error, DatabaseUnavailable):
+            return None
+        uncommitted = DatabaseUnavailable(
+            database=error.context.get("database"),
+            host=error.context.get("host"),
+            reason=error.context.get("reason"),
         )
+        uncommitted.nothing_written = True
+        return uncommitted
 
     @property
     def shown_database(self) -> str | None:

@@ -4,7 +4,10 @@ Database.run's own way, past SQLAlchemy's Connection: a statement and its commit
 one round trip where the dialect allows it, on driver connections reused across calls
 (detached ones of its own, or the engine's pool's where raw_from_pool), replaced when
 the server has closed them: pinged after a long idle time, dropped on the error of a
-lost one.
+lost one. In a waiting_to_write() block (an enqueue), a connection is first looked at
+for a sign that the server ended its session while it sat idle (Dialect.heard_while_idle:
+one poll of its socket), and pinged if so, or after a failure of the block: a dead one is
+replaced before anything is sent on it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from jobq.db.patience import writing
 from jobq.dialects.base import Dialect
 
 if TYPE_CHECKING:
@@ -30,6 +34,9 @@ _MAX_IDLE = 8
 #: Seconds after which an idle driver connection is pinged before it is used again: servers
 #: close idle sessions (MySQL after wait_timeout, 8 hours by default; firewalls sooner).
 PING_AFTER = 30.0
+#: Connections a write looks at in a row (waiting_to_write) before it gives up: enough for
+#: a pool whose every connection a restart ended.
+STALE_TRIES = 64
 
 _T = TypeVar("_T")
 
@@ -47,7 +54,7 @@ class DriverRuns:
 
         def translate(self, error: sa.exc.DBAPIError) -> Exception: ...
 
-        def unavailable(self, error: Exception) -> DatabaseUnavailable: ...
+        def unavailable(self, error: Exception, *, unsent: bool = False) -> DatabaseUnavailable: ...
 
     def _run_raw(self, sql: str, params: Any, read: Callable[[Any], _T]) -> _T:
         """Run one statement on a driver connection of our own, reused across calls."""
@@ -88,10 +95,7 @@ class DriverRuns:
         """_run_raw on a driver connection borrowed from the engine's pool and given back,
         so that one thread's statements, raw or not, hold one connection between them;
         ``native``: ``sql`` is a Prepared's native_sql, for the dialect's raw_cursor."""
-        try:
-            pooled = self.engine.raw_connection()
-        except (sa.exc.DBAPIError, self._driver_error) as error:
-            raise self.unavailable(error) from None
+        pooled = self._pooled_raw()
         cursor = None
         try:
             self.dialect.prepare_raw(pooled.dbapi_connection)
@@ -112,6 +116,30 @@ class DriverRuns:
                 self.dialect.unprepare_raw(pooled.dbapi_connection)
                 pooled.close()  # back to the pool, idle
         return outcome
+
+    def _pooled_raw(self) -> Any:
+        """A driver connection of the engine's pool (a _ConnectionFairy); in a
+        waiting_to_write() block, one not found dead (see above)."""
+        for _ in range(STALE_TRIES):
+            try:
+                pooled = self.engine.raw_connection()
+            except (sa.exc.DBAPIError, self._driver_error) as error:
+                raise self.unavailable(error, unsent=True) from None
+            if not self._suspect(pooled.dbapi_connection) or self._alive(pooled.dbapi_connection):
+                return pooled
+            pooled.invalidate()  # dead before anything was sent: take another
+        raise self.unavailable(self._all_stale(), unsent=True)
+
+    def _suspect(self, raw: Any) -> bool:
+        """Whether a write waiting out an outage should ping ``raw`` before it sends
+        anything: the server spoke while it sat idle, or the write failed once already."""
+        patience = writing()
+        if patience is None:
+            return False
+        return patience.failed or self.dialect.heard_while_idle(raw)
+
+    def _all_stale(self) -> Exception:
+        return ConnectionError(f"{STALE_TRIES} connections in a row were found closed")
 
     def _driver_failure(
         self, sql: str, params: Any, error: DBAPIModule.Error, lost: bool
@@ -147,7 +175,8 @@ class DriverRuns:
                 raw, since = self._idle.pop()
             except IndexError:
                 break
-            if time.monotonic() - since < PING_AFTER or self._alive(raw):
+            fresh = time.monotonic() - since < PING_AFTER and not self._suspect(raw)
+            if fresh or self._alive(raw):
                 return raw
             _close_quietly(raw)
         pooled = None
@@ -158,7 +187,7 @@ class DriverRuns:
         except (sa.exc.DBAPIError, self._driver_error) as error:
             if pooled is not None:
                 pooled.invalidate()
-            raise self.unavailable(error) from None
+            raise self.unavailable(error, unsent=True) from None
         raw = pooled.dbapi_connection
         pooled.detach()
         return raw

@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 from jobq.core.cancel import cancel_update
 from jobq.core.run_end import chunked_records
 from jobq.db.errors import JobqError, WorkflowNotFound
+from jobq.db.room import Room
 from jobq.db.tasks import Completion, Status, Task, as_utc
 from jobq.db.validation import check_int
 from jobq.dialects.base import Dialect
@@ -75,7 +76,23 @@ class Workflows:
         the task ids of its nodes in order. One transaction, or the caller's. Workflow.enqueue
         calls it with its nodes; nodes after others are written ``blocked``."""
         delays = any(n.signature.run_at is not None for n in nodes)
-        room = self.db.room()
+        # Waits for an unreachable database as an enqueue does (Enqueuer.waiting), and
+        # writes again only if its transaction certainly did not commit.
+        with self.store.enqueuer.waiting(connection):
+            written = self._write(nodes, delays, self.db.room(), connection)
+        # A large workflow is a bulk load: the planner's statistics are refreshed after it
+        # as after enqueue_many's (Enqueuer.loaded).
+        self.store.enqueuer.loaded(connection, len(nodes))
+        return written
+
+    def _write(
+        self,
+        nodes: Sequence[NodeRow],
+        delays: bool,
+        room: Room,
+        connection: Connection | None,
+    ) -> tuple[int, list[int]]:
+        """enqueue_workflow's transaction."""
 
         def write(conn: Connection) -> tuple[int, list[int]]:
             now = conn.execute(sa.select(self.dialect.now())).scalar_one() if delays else None
@@ -100,11 +117,7 @@ class Workflows:
                 conn.execute(_edge_insert(self.dialect), {"edges": chunk})
             return workflow_id, ids
 
-        written = self.db.write(write, connection, atomic=True)
-        # A large workflow is a bulk load: the planner's statistics are refreshed after it
-        # as after enqueue_many's (Enqueuer.loaded).
-        self.store.enqueuer.loaded(connection, len(nodes))
-        return written
+        return self.db.write(write, connection, atomic=True)
 
     # --- what ends do ----------------------------------------------------------------
 
