@@ -506,15 +506,17 @@ def test_a_workflow_cancelled_while_a_killed_worker_holds_a_node_does_not_run_it
 ) -> None:
     """kill -9 of the only worker mid-node, then cancel(): the node's lease lapses with
     its cancel asked for; the next worker ends it cancelled (as rescue does) instead of
-    running it again, and the node after it never runs."""
-    (victim,) = start(workers, store, 1)
+    running it again, and the node after it never runs. Such a node is rescued, not
+    captured again, and the victim did the upkeep: with --rescue-interval 1 its upkeep
+    lease lapses after 4 s, not 20."""
+    (victim,) = start(workers, store, 1, "--rescue-interval", "1")
     handle = jobq.chain(flows.slow.s(seconds=120), flows.value.s(x=1)).enqueue()
     held_id, after_id = map(int, handle.tasks)
     wait_until(lambda: runs_per_task()[held_id] == 1)
     victim.process.kill()
     victim.process.wait(timeout=30)
     assert handle.cancel() == 2  # the node after it at once, the held one by a request
-    (healthy,) = start(workers, store, 1)
+    (healthy,) = start(workers, store, 1, "--rescue-interval", "1")
     wait_until(lambda: ended(store, handle), timeout=30)
     stop(healthy)
 
