@@ -64,6 +64,8 @@ class SharedPair:
     def get(self, store: jobq.Store) -> list[Worker]:
         if not self.running:
             self.running = start(self.workers, store, 2, "--concurrency", "8")
+        for worker in self.running:  # kept alive through the earlier tests
+            assert worker.process.poll() is None, worker.stderr()
         return self.running
 
     def stop(self) -> None:
