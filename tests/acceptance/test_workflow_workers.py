@@ -344,9 +344,15 @@ def test_cancelling_a_workflow_stops_its_running_nodes_and_cancels_the_rest(
         # Stopped by the request (the worker looks every half second), not after 120 s.
         assert (row.finished_at - row.cancel_requested_at).total_seconds() < 10, row
     assert runs_per_task() == {first_id: 1, running_id: 1, side_id: 1}
-    logs = "".join(worker.stderr()[since:] for worker, since in zip(pair, logged, strict=True))
-    for node in (running_id, side_id):
-        assert f"task {node} attempt 1: cancel requested; stopping it" in logs
+    said = [
+        f"task {node} attempt 1: cancel requested; stopping it" for node in (running_id, side_id)
+    ]
+
+    def logs() -> str:
+        """What the workers logged since this test began (they run on: lines may follow)."""
+        return "".join(w.stderr()[since:] for w, since in zip(pair, logged, strict=True))
+
+    wait_until(lambda: all(line in logs() for line in said), timeout=10)
 
 
 #: Rounds of the race of cancel() against retrying roots, and the shape of each round's
