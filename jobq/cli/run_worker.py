@@ -91,6 +91,13 @@ CLUSTER_ID = UnsignedInt(128)
     "when it falls due, and an enqueue heard of (PostgreSQL) ends the wait.",
 )  # fmt: skip
 @click.option(
+    "--rescue-interval", type=click.FloatRange(min=0, min_open=True), default=5.0,
+    show_default=True, metavar="SECONDS",
+    help="Seconds between rescues of runs whose lease expired, by the one worker doing "
+    "the upkeep, whose lease on it lasts 4 x this. Lower it to rescue a dead worker's "
+    "cron runs and workflow nodes sooner (and, if it did the upkeep, to take that over).",
+)  # fmt: skip
+@click.option(
     "--retain", type=KeepFor(), default="7d", show_default=True,
     help="How long finished tasks are kept (30s, 12h, 7d, 1w, or forever) in queues "
     "without a time of their own (`jobq queues retain`); the worker elected for the "
@@ -175,6 +182,7 @@ def worker(
     grace: float,
     poll_interval: float,
     max_poll_interval: float | None,
+    rescue_interval: float,
     retain: float,
     worker_id: str | None,
     max_stuck: int | None,
@@ -225,7 +233,8 @@ def worker(
         running = Worker(
             app, queues=names, concurrency=concurrency, lease=lease, grace=grace,
             poll_interval=poll_interval, max_poll_interval=max_poll_interval, burst=burst,
-            burst_wait=burst_wait, worker_id=worker_id, retain=retain,
+            burst_wait=burst_wait, worker_id=worker_id, rescue_interval=rescue_interval,
+            retain=retain,
             max_stuck=max_stuck, stuck_after=stuck_after,
             limiter=_limiter(
                 limiter, tigerbeetle_addresses, tigerbeetle_cluster, tigerbeetle_timeout

@@ -95,6 +95,13 @@ def test_a_cluster_id_out_of_range_is_a_usage_error(cluster: str) -> None:
         assert "is not in the range 0 to 2^128-1." in result.stderr
 
 
+@pytest.mark.parametrize("seconds", ["0", "-1", "soon"])
+def test_a_rescue_interval_not_above_zero_is_a_usage_error(seconds: str) -> None:
+    result = CliRunner().invoke(main, ["worker", "--app", NO_APP, "--rescue-interval", seconds])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--rescue-interval'" in result.stderr
+
+
 #: What each command that loads an app needs besides it, to get as far as loading it.
 NEEDS_BESIDES_APP = {"enqueue": ["a_task"]}
 LOADING_AN_APP = [

@@ -136,9 +136,11 @@ def test_a_worker_killed_mid_run_does_not_stop_the_schedule(store: jobq.Store, d
     """kill -9 during a run: once its lease (2 s) expires, a later tick runs elsewhere.
 
     The killed run's tick is not run again (the task has no retries): the row moves on to
-    the tick after the rescue, as a crashed attempt that spent the tick.
+    the tick after the rescue, as a crashed attempt that spent the tick. A recurring run
+    is rescued, not captured again, and the killed worker did the upkeep: with
+    --rescue-interval 1 its upkeep lease lapses after 4 s, not 20.
     """
-    hanging = worker(db_url, hang=True)
+    hanging = worker(db_url, "ticks", "--rescue-interval", "1", hang=True)
     try:
         wait_until(lambda: len(runs()) == 1, timeout=60)
         killed = runs()[0]
@@ -147,7 +149,7 @@ def test_a_worker_killed_mid_run_does_not_stop_the_schedule(store: jobq.Store, d
     finally:
         if hanging.poll() is None:
             hanging.kill()
-    healthy = worker(db_url)
+    healthy = worker(db_url, "ticks", "--rescue-interval", "1")
     try:
         wait_until(lambda: any(r["finished"] is not None for r in runs()), timeout=30)
     finally:

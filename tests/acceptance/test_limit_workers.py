@@ -320,7 +320,11 @@ def test_pausing_a_queue_stops_every_worker_taking_from_it_within_a_second(
     every task run once."""
     if limited_too:
         store.set_limit("paused", concurrency=3)
-    paused_ids = limited.free.enqueue_many([{"seconds": 0.1}] * 150, _queue="paused")
+    # Work still waiting when the pause lands: 36-52 of 150 had run by then on 8 slots,
+    # 17-18 of 60 at the limit of 3 (measured). 40 at the limit leaves about as many
+    # waiting as run; more only lengthens the drain after the resume, at ~7 tasks a second.
+    paused_count = 40 if limited_too else 150
+    paused_ids = limited.free.enqueue_many([{"seconds": 0.1}] * paused_count, _queue="paused")
     other_ids = limited.free.enqueue_many([{"seconds": 0.1}] * 60, _queue="other")
     started = [workers.start("--concurrency", "4") for _ in range(2)]
     cli = Cli(tmp_path)

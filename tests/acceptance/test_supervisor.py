@@ -20,10 +20,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 import jobq
 from jobq import Status
 from jobq.core.live_workers import LiveWorker
+from jobq.db.tasks import as_utc
+from jobq.dialects.schema import locks
+from jobq.upkeep import UPKEEP_LOCK
 from tests.acceptance.test_hostile_tasks import DEADLINE, alive_until, get, state, stop
 from tests.acceptance.test_process_pool import runs, store  # noqa: F401 (fixture)
 from tests.acceptance.test_worker_processes import wait_until
@@ -140,6 +144,56 @@ def test_kill_9_of_one_process_restarts_it_and_its_task_is_rescued(
     assert get(store, a).attempt == 2 and [r["attempt"] for r in runs(a)] == [1, 2]
     assert get(store, b).attempt == 1 and len(runs(b)) == 1
     assert f"(pid {victim}) was killed by SIGKILL" in log
+
+
+def upkeep_lease(store: jobq.Store) -> tuple[int, float] | None:  # noqa: F811
+    """The pid of the worker holding the upkeep lease and the seconds its lease has left
+    by the database's clock, or None while no worker holds it."""
+    query = sa.select(locks.c.owner, locks.c.expires_at, store.dialect.now()).where(
+        locks.c.name == UPKEEP_LOCK
+    )
+    with store.engine.connect() as conn:
+        row = conn.execute(query).one_or_none()
+    if row is None or row.owner is None or row.expires_at is None:
+        return None
+    expires, now = as_utc(row.expires_at), as_utc(row[2])
+    assert expires is not None and now is not None
+    left = (expires - now).total_seconds()
+    return (int(row.owner.split(":")[1]), left) if left > 0 else None
+
+
+def test_a_rescue_interval_reaches_every_process_and_shortens_the_upkeep_lease(
+    store: jobq.Store,  # noqa: F811
+    workers: Workers,
+) -> None:
+    """--processes 2 --rescue-interval 1: the process elected for the upkeep holds its
+    lease for 4 s (4 rescue intervals) at most, not the default's 20 s (renewed every 5
+    to 15 s, it never has less than 5 s left): a dead holder's cron runs and workflow
+    nodes wait for its lease that much less. kill -9 of the holder: another process takes
+    the upkeep over, on the same short lease."""
+    supervisor = workers.start("--processes", "2", "--rescue-interval", "1")
+    alive_until(supervisor, lambda: len(group(store, supervisor)) == 2)
+    alive_until(supervisor, lambda: upkeep_lease(store) is not None)
+    held = upkeep_lease(store)
+    assert held is not None
+    victim, left = held
+    assert victim in {w.pid for w in group(store, supervisor)}
+    assert 0 < left <= 4.0 + 1e-3, left
+    os.kill(victim, signal.SIGKILL)
+
+    def taken_over() -> bool:
+        """Its lease lapsed unrenewed, and the other process (or the one started in its
+        place) took the upkeep over."""
+        lease = upkeep_lease(store)
+        return lease is not None and lease[0] != victim
+
+    alive_until(supervisor, taken_over)
+    held = upkeep_lease(store)
+    assert held is not None
+    heir, left = held
+    assert heir in {w.pid for w in group(store, supervisor)} and heir != victim
+    assert 0 < left <= 4.0 + 1e-3, left
+    stop(supervisor)
 
 
 def test_kill_9_of_the_supervisor_leaves_no_process_behind(

@@ -27,6 +27,7 @@ import sqlalchemy as sa
 import jobq
 from jobq import Status
 from jobq.dialects.schema import task_edges, tasks, workflows
+from tests import shared_database
 from tests.acceptance.test_cli import Cli
 from tests.acceptance.test_worker_processes import wait_until
 from tests.apps import workflows as flows
@@ -39,6 +40,10 @@ APP = "tests.apps.workflows:app"
 WITH_ITS_WORKFLOW = "cancelled with its workflow"
 
 
+# One database per backend for the module, every jobq row deleted before each test.
+backend, shared_url, db_url = shared_database.FIXTURES
+
+
 @pytest.fixture
 def store(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[jobq.Store]:
     """A Store on ``db_url``, the app's too (signatures enqueue into it), with an empty
@@ -46,8 +51,60 @@ def store(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[jobq.Store]:
     yield from app_store(flows.app, flows.LOG, db_url, monkeypatch)
 
 
+class SharedPair:
+    """Two workers of 8 slots on the module's database, started for the first test that
+    asks (``pair``) and kept for the next ones: each such test leaves every node ended,
+    so the next starts with idle workers on an empty database. A test that starts workers
+    of its own (``workers``: a kill -9, a --burst drain) stops them first."""
+
+    def __init__(self, workers: Workers) -> None:
+        self.workers = workers
+        self.running: list[Worker] = []
+
+    def get(self, store: jobq.Store) -> list[Worker]:
+        if not self.running:
+            self.running = start(self.workers, store, 2, "--concurrency", "8")
+        for worker in self.running:  # kept alive through the earlier tests
+            assert worker.process.poll() is None, worker.stderr()
+        return self.running
+
+    def stop(self) -> None:
+        running, self.running = self.running, []
+        stop(*running)
+
+    def discard(self) -> None:
+        """kill -9 them (a test failed and left runs going): the next test starts anew."""
+        self.running = []
+        self.workers.kill_all()
+
+
+@pytest.fixture(scope="module")
+def shared_pair(shared_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedPair]:
+    started = Workers(APP, shared_url, tmp_path_factory.mktemp("workers"))
+    kept = SharedPair(started)
+    try:
+        yield kept
+        kept.stop()
+    finally:
+        started.kill_all()
+
+
 @pytest.fixture
-def workers(db_url: str, tmp_path: Path) -> Iterator[Workers]:
+def pair(shared_pair: SharedPair, store: jobq.Store) -> Iterator[list[Worker]]:
+    """The module's two shared workers, running; discarded if the test left a run going."""
+    yield shared_pair.get(store)
+    with store.engine.connect() as conn:
+        running = conn.execute(
+            sa.select(sa.func.count()).where(tasks.c.status == Status.IN_PROGRESS.value)
+        ).scalar_one()
+    if running:
+        shared_pair.discard()
+
+
+@pytest.fixture
+def workers(shared_pair: SharedPair, db_url: str, tmp_path: Path) -> Iterator[Workers]:
+    """Workers of the test's own, the only ones running: the shared pair is stopped."""
+    shared_pair.stop()
     started = Workers(APP, db_url, tmp_path)
     yield started
     started.kill_all()
@@ -126,11 +183,11 @@ def count_rows(store: jobq.Store, table: sa.Table) -> int:
 
 
 def test_chains_groups_chords_and_a_diamond_pass_their_results_along(
-    store: jobq.Store, workers: Workers
+    store: jobq.Store, pair: list[Worker]
 ) -> None:
     """Two workers run five workflows at once; each result is what the shape makes of its
     nodes' results, and every node ran once, after its parents had ended."""
-    started = start(workers, store, 2, "--concurrency", "4")
+    started = pair
 
     chained = jobq.chain(
         flows.append.s(item="a"), flows.append.s(item="b", pause=0.05), flows.append.s(item="c")
@@ -156,7 +213,6 @@ def test_chains_groups_chords_and_a_diamond_pass_their_results_along(
     assert chorded.result(timeout=30) == 55
     assert diamond_handle.result(timeout=30) == [["top", "right"], ["top", "left"]]
     assert asyncio.run(nested.wait(timeout=30)) == [5, 7]
-    stop(*started)
 
     handles = [chained, grouped, chorded, diamond_handle, nested]
     ids = [int(node) for handle in handles for node in handle.tasks]
@@ -181,12 +237,11 @@ def test_chains_groups_chords_and_a_diamond_pass_their_results_along(
 
 
 def test_a_node_failing_for_good_cancels_its_descendants_and_nothing_else(
-    store: jobq.Store, workers: Workers
+    store: jobq.Store, pair: list[Worker]
 ) -> None:
     """``fail`` (retries=1) fails twice; its child and grandchild wait through the retry,
     then end cancelled, naming it; a branch beside it still runs to the end. A parent that
     fails once and then is done releases its child once, after the retry."""
-    started = start(workers, store, 2)
     wf = jobq.Workflow()
     root = wf.add(flows.value.s(x=1))
     bad = wf.add(flows.fail.s(x=2), after=[root])
@@ -215,7 +270,6 @@ def test_a_node_failing_for_good_cancels_its_descendants_and_nothing_else(
     assert chord_cancelled.value.task_id == callback
     assert retried.result(timeout=30) == 4
     wait_until(lambda: ended(store, handle) and ended(store, chorded))
-    stop(*started)
     assert task(store, flaky_id).attempt == 2
     assert_parents_ended_first(store, retried)  # captured after the retry's end, not before
 
@@ -246,12 +300,12 @@ def test_a_node_failing_for_good_cancels_its_descendants_and_nothing_else(
 
 
 def test_cancelling_a_workflow_stops_its_running_nodes_and_cancels_the_rest(
-    store: jobq.Store, workers: Workers
+    store: jobq.Store, pair: list[Worker]
 ) -> None:
     """cancel() mid-run: the two running nodes see their requests and stop (no rerun),
     a blocked one and a queued one (due in 10 minutes) are cancelled at once; the node
     done before stays done."""
-    started = start(workers, store, 2)
+    logged = [len(worker.stderr()) for worker in pair]  # what earlier tests' runs wrote
     wf = jobq.Workflow()
     first = wf.add(flows.value.s(x=1))
     running = wf.add(flows.slow.s(seconds=120), after=[first])
@@ -279,7 +333,6 @@ def test_cancelling_a_workflow_stops_its_running_nodes_and_cancels_the_rest(
     with pytest.raises(jobq.TaskCancelled):
         handle.result(timeout=0)
     assert handle.cancel() == 0  # nothing left to cancel
-    stop(*started)
 
     assert task(store, first_id).status is Status.DONE
     for node in (running_id, side_id):
@@ -291,9 +344,101 @@ def test_cancelling_a_workflow_stops_its_running_nodes_and_cancels_the_rest(
         # Stopped by the request (the worker looks every half second), not after 120 s.
         assert (row.finished_at - row.cancel_requested_at).total_seconds() < 10, row
     assert runs_per_task() == {first_id: 1, running_id: 1, side_id: 1}
-    logs = "".join(worker.stderr() for worker in started)
-    for node in (running_id, side_id):
-        assert f"task {node} attempt 1: cancel requested; stopping it" in logs
+    said = [
+        f"task {node} attempt 1: cancel requested; stopping it" for node in (running_id, side_id)
+    ]
+
+    def logs() -> str:
+        """What the workers logged since this test began (they run on: lines may follow)."""
+        return "".join(w.stderr()[since:] for w, since in zip(pair, logged, strict=True))
+
+    wait_until(lambda: all(line in logs() for line in said), timeout=10)
+
+
+#: Rounds of the race of cancel() against retrying roots, and the shape of each round's
+#: workflow: roots retrying every 20 ms on 16 slots, and nodes after each root (a larger
+#: workflow makes a longer cancel for the runs to end into).
+CANCEL_ROUNDS = 8
+ROOTS = 16
+AFTER_EACH_ROOT = 120
+
+
+def cancelled_for_good(node: jobq.Task) -> bool:
+    """Whether ``node`` can never start again: ended, or running with its cancel asked
+    for (its end is then recorded cancelled unless done or failed for good)."""
+    finished = node.status in (Status.DONE, Status.CANCELLED) or (
+        node.status is Status.FAILED and node.finished_at is not None
+    )
+    return finished or (node.status is Status.IN_PROGRESS and node.cancel_requested_at is not None)
+
+
+def test_cancel_races_retrying_roots_and_no_node_starts_again(
+    store: jobq.Store, pair: list[Worker]
+) -> None:
+    """Round after round, a workflow of 16 roots that retry every 20 ms (2 workers x 8
+    slots run them) is cancelled mid-retries. Once cancel() has returned, every node has
+    ended or has its cancel asked for (no later write undoes either); then every node
+    ends, none captured again after the cancel."""
+    for number in range(CANCEL_ROUNDS):
+        cancel_mid_retries(store, number)
+
+
+def cancel_mid_retries(store: jobq.Store, number: int) -> None:
+    """One round of the race above (``number`` names it in failures)."""
+    wf = jobq.Workflow()
+    roots = [wf.add(flows.retrying.s()) for _ in range(ROOTS)]
+    for root in roots:
+        for n in range(AFTER_EACH_ROOT):
+            wf.add(flows.value.s(x=n), after=[root])
+    handle = wf.enqueue()
+    root_ids = {int(node) for node in handle.tasks[:ROOTS]}
+
+    def retrying() -> bool:
+        nodes = store.workflow_tasks(handle.id)
+        return all(t.attempt >= 2 for t in nodes if t.id in root_ids)
+
+    wait_until(retrying, timeout=60)
+    handle.cancel()
+    nodes = store.workflow_tasks(handle.id)
+    escaped = [
+        (t.id, t.status, t.retries_left, t.cancel_requested_at)
+        for t in nodes
+        if not cancelled_for_good(t)
+    ]
+    assert not escaped, f"round {number}: nodes left able to start again: {escaped}"
+    attempts = {t.id: t.attempt for t in nodes}
+    wait_until(lambda: ended(store, handle), timeout=60)
+    nodes = store.workflow_tasks(handle.id)
+    assert {t.id: t.attempt for t in nodes} == attempts, f"round {number}: captured again"
+    assert {t.status for t in nodes} == {Status.CANCELLED}, f"round {number}"
+
+
+def test_pruning_keeps_a_finished_parent_while_its_sibling_runs(
+    store: jobq.Store, pair: list[Worker], db_url: str, tmp_path: Path
+) -> None:
+    """A, B -> C on real workers: A is done, finished 9 days ago; B still runs. `jobq
+    prune --older-than 7d` deletes nothing (C needs A's result); C then gets both
+    parents' results. Once C is done, the same prune deletes A."""
+    gate = tmp_path / "gate"
+    wf = jobq.Workflow()
+    a = wf.add(flows.value.s(x=10))
+    b = wf.add(flows.gated.s(path=str(gate)))
+    wf.add(flows.collect.s(), after=[a, b])
+    handle = wf.enqueue()
+    a_id, b_id, c_id = map(int, handle.tasks)
+    wait_until(lambda: task(store, a_id).status is Status.DONE and runs_per_task()[b_id] == 1)
+    # A ended for good: no worker writes its row again.
+    long_ago = datetime.now(UTC) - timedelta(days=9)
+    with store.engine.begin() as conn:
+        conn.execute(sa.update(tasks).where(tasks.c.id == a_id).values(finished_at=long_ago))
+    cli = Cli(tmp_path)
+    kept = cli(db_url, "prune", "--older-than", "7d")
+    assert (kept.returncode, kept.stdout) == (0, "deleted 0 tasks\n"), kept.stderr
+    gate.touch()
+    assert handle.result(timeout=60) == [10, str(gate)]
+    pruned = cli(db_url, "prune", "--older-than", "7d")
+    assert (pruned.returncode, pruned.stdout) == (0, "deleted 1 task\n"), pruned.stderr
+    assert store.get(a_id) is None and task(store, c_id).status is Status.DONE
 
 
 BULK_ACTIONS = [
@@ -340,96 +485,6 @@ def test_a_bulk_cancel_or_purge_takes_a_blocked_node_and_the_nodes_after_it(
     drain = workers.start("--burst", "--burst-wait", "0")
     assert drain.process.wait(timeout=60) == 0, drain.stderr()
     assert runs_per_task() == {gated_id: 1}
-
-
-#: Rounds of the race of cancel() against retrying roots, and the shape of each round's
-#: workflow: roots retrying every 20 ms on 16 slots, and nodes after each root (a larger
-#: workflow makes a longer cancel for the runs to end into).
-CANCEL_ROUNDS = 8
-ROOTS = 16
-AFTER_EACH_ROOT = 120
-
-
-def cancelled_for_good(node: jobq.Task) -> bool:
-    """Whether ``node`` can never start again: ended, or running with its cancel asked
-    for (its end is then recorded cancelled unless done or failed for good)."""
-    finished = node.status in (Status.DONE, Status.CANCELLED) or (
-        node.status is Status.FAILED and node.finished_at is not None
-    )
-    return finished or (node.status is Status.IN_PROGRESS and node.cancel_requested_at is not None)
-
-
-def test_cancel_races_retrying_roots_and_no_node_starts_again(
-    store: jobq.Store, workers: Workers
-) -> None:
-    """Round after round, a workflow of 16 roots that retry every 20 ms (2 workers x 8
-    slots run them) is cancelled mid-retries. Once cancel() has returned, every node has
-    ended or has its cancel asked for (no later write undoes either); then every node
-    ends, none captured again after the cancel."""
-    started = start(workers, store, 2, "--concurrency", "8")
-    for number in range(CANCEL_ROUNDS):
-        cancel_mid_retries(store, number)
-    stop(*started)
-
-
-def cancel_mid_retries(store: jobq.Store, number: int) -> None:
-    """One round of the race above (``number`` names it in failures)."""
-    wf = jobq.Workflow()
-    roots = [wf.add(flows.retrying.s()) for _ in range(ROOTS)]
-    for root in roots:
-        for n in range(AFTER_EACH_ROOT):
-            wf.add(flows.value.s(x=n), after=[root])
-    handle = wf.enqueue()
-    root_ids = {int(node) for node in handle.tasks[:ROOTS]}
-
-    def retrying() -> bool:
-        nodes = store.workflow_tasks(handle.id)
-        return all(t.attempt >= 2 for t in nodes if t.id in root_ids)
-
-    wait_until(retrying, timeout=60)
-    handle.cancel()
-    nodes = store.workflow_tasks(handle.id)
-    escaped = [
-        (t.id, t.status, t.retries_left, t.cancel_requested_at)
-        for t in nodes
-        if not cancelled_for_good(t)
-    ]
-    assert not escaped, f"round {number}: nodes left able to start again: {escaped}"
-    attempts = {t.id: t.attempt for t in nodes}
-    wait_until(lambda: ended(store, handle), timeout=60)
-    nodes = store.workflow_tasks(handle.id)
-    assert {t.id: t.attempt for t in nodes} == attempts, f"round {number}: captured again"
-    assert {t.status for t in nodes} == {Status.CANCELLED}, f"round {number}"
-
-
-def test_pruning_keeps_a_finished_parent_while_its_sibling_runs(
-    store: jobq.Store, workers: Workers, db_url: str, tmp_path: Path
-) -> None:
-    """A, B -> C on real workers: A is done, finished 9 days ago; B still runs. `jobq
-    prune --older-than 7d` deletes nothing (C needs A's result); C then gets both
-    parents' results. Once C is done, the same prune deletes A."""
-    started = start(workers, store, 2)
-    gate = tmp_path / "gate"
-    wf = jobq.Workflow()
-    a = wf.add(flows.value.s(x=10))
-    b = wf.add(flows.gated.s(path=str(gate)))
-    wf.add(flows.collect.s(), after=[a, b])
-    handle = wf.enqueue()
-    a_id, b_id, c_id = map(int, handle.tasks)
-    wait_until(lambda: task(store, a_id).status is Status.DONE and runs_per_task()[b_id] == 1)
-    # A ended for good: no worker writes its row again.
-    long_ago = datetime.now(UTC) - timedelta(days=9)
-    with store.engine.begin() as conn:
-        conn.execute(sa.update(tasks).where(tasks.c.id == a_id).values(finished_at=long_ago))
-    cli = Cli(tmp_path)
-    kept = cli(db_url, "prune", "--older-than", "7d")
-    assert (kept.returncode, kept.stdout) == (0, "deleted 0 tasks\n"), kept.stderr
-    gate.touch()
-    assert handle.result(timeout=60) == [10, str(gate)]
-    pruned = cli(db_url, "prune", "--older-than", "7d")
-    assert (pruned.returncode, pruned.stdout) == (0, "deleted 1 task\n"), pruned.stderr
-    assert store.get(a_id) is None and task(store, c_id).status is Status.DONE
-    stop(*started)
 
 
 # --- kill -9 ------------------------------------------------------------------------------
@@ -506,15 +561,17 @@ def test_a_workflow_cancelled_while_a_killed_worker_holds_a_node_does_not_run_it
 ) -> None:
     """kill -9 of the only worker mid-node, then cancel(): the node's lease lapses with
     its cancel asked for; the next worker ends it cancelled (as rescue does) instead of
-    running it again, and the node after it never runs."""
-    (victim,) = start(workers, store, 1)
+    running it again, and the node after it never runs. Such a node is rescued, not
+    captured again, and the victim did the upkeep: with --rescue-interval 1 its upkeep
+    lease lapses after 4 s, not 20."""
+    (victim,) = start(workers, store, 1, "--rescue-interval", "1")
     handle = jobq.chain(flows.slow.s(seconds=120), flows.value.s(x=1)).enqueue()
     held_id, after_id = map(int, handle.tasks)
     wait_until(lambda: runs_per_task()[held_id] == 1)
     victim.process.kill()
     victim.process.wait(timeout=30)
     assert handle.cancel() == 2  # the node after it at once, the held one by a request
-    (healthy,) = start(workers, store, 1)
+    (healthy,) = start(workers, store, 1, "--rescue-interval", "1")
     wait_until(lambda: ended(store, handle), timeout=30)
     stop(healthy)
 

@@ -42,3 +42,11 @@ def test_each_process_gets_its_own_worker_id_and_metrics_port() -> None:
         assert argv[argv.index("--metrics-port") + 1] == str(9100 + k)
         assert argv.count("--worker-id") == argv.count("--metrics-port") == 1
     assert "--processes" not in command_of(0, *args)
+
+
+def test_the_rescue_interval_reaches_every_process() -> None:
+    args = ("--app", "m:app", "--processes", "3", "--rescue-interval", "1")
+    for k in range(3):
+        argv = command_of(k, *args)
+        assert argv[argv.index("--rescue-interval") + 1] == "1.0"
+    assert "--rescue-interval" not in command_of(0, "--app", "m:app", "--processes", "3")
