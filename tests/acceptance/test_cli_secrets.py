@@ -80,8 +80,10 @@ def brief_patience(monkeypatch: pytest.MonkeyPatch) -> None:
     """The reading commands run here in process give up on a database they cannot reach
     (or that refuses the password) after 0.2 s instead of READ_PATIENCE's 5: what they
     print is the same, and test_cli_outage.py tests the patience itself. Twenty-odd
-    commands a URL otherwise waited 5 s each, a minute a URL."""
+    commands a URL otherwise waited 5 s each, a minute a URL. `jobq enqueue` waits 0.2 s
+    too ($JOBQ_ENQUEUE_WAIT; test_enqueue_waits.py tests the wait)."""
     monkeypatch.setattr(common, "READ_PATIENCE", 0.2)
+    monkeypatch.setenv("JOBQ_ENQUEUE_WAIT", "0.2")
 
 
 def commands_with_a_database_url(group: click.Group, path: str = "") -> Iterator[str]:
