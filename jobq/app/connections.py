@@ -9,8 +9,8 @@ its type comes from.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Connection
@@ -40,20 +40,16 @@ def register_adapter(adapter: Adapter) -> None:
         _ADAPTERS.append(adapter)
 
 
-@contextmanager
-def adapted(given: object, store: Store) -> Iterator[Connection | None]:
+def adapted(given: object, store: Store) -> AbstractContextManager[Connection | None]:
     """``given`` as a SQLAlchemy Connection in its own transaction, for ``store`` to write
-    in: None and Connections pass through unchanged; other objects go to the registered
-    adapters. InvalidOption when none takes it."""
+    in: None and Connections pass through unchanged (no generator on every enqueue's way);
+    other objects go to the registered adapters. InvalidOption when none takes it."""
     if given is None or isinstance(given, Connection):
-        yield given
-        return
+        return nullcontext(given)
     for adapter in _ADAPTERS:
         manager = adapter(given, store)
         if manager is not None:
-            with manager as connection:
-                yield connection
-            return
+            return manager
     raise InvalidOption(option="_connection", reason=_refusal(given))
 
 

@@ -379,8 +379,7 @@ class Database(DriverRuns):
         """DatabaseUnavailable (nothing written) for ``error`` raised in a transaction of
         our own before its COMMIT was sent, if it says the database was lost; else None."""
         if isinstance(error, sa.exc.DBAPIError):
-            translated = self.translate(error)
-            error = translated
+            error = self.translate(error)
         if not isinstance(error, DatabaseUnavailable):
             return None
         uncommitted = DatabaseUnavailable(
