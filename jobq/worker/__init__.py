@@ -4,7 +4,9 @@ A Worker captures tasks, starts their runs, collects their outcomes and records 
 (loop.py). Around that loop, one module per concern:
 
 - executor.py: runs one task to an Outcome; never touches the database
-- runner.py: where the runs execute (slot threads and one event loop)
+- runner.py: where the runs execute (slot threads and one event loop), and the line of
+  runs waiting for a slot
+- ahead.py: how many runs to capture beyond the free slots while runs are short
 - pacing.py: when the loop looks again (idle backoff, drained waits, --burst's end)
 - ends.py: recording the runs' ends in batches, fenced, and counting the stale ones
 - runs.py: the runs in flight: started, collected, released at the end of the grace

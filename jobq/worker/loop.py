@@ -191,7 +191,8 @@ class Worker:
         )  # fmt: skip
         if metrics is not None:
             metrics.watch_slots(
-                lambda: len(self._runs), lambda: max(self.concurrency - len(self._runs), 0)
+                lambda: min(len(self._runs), self.concurrency),
+                lambda: max(self.concurrency - len(self._runs), 0),
             )
 
     # --- lifecycle --------------------------------------------------------------------
@@ -307,18 +308,22 @@ class Worker:
                     return
                 runs.collect(wait=0.05)
                 continue
-            free = self.concurrency - len(runs)
+            # Short runs: capture a few ahead, to wait in line for a slot (jobq.worker.ahead).
+            ahead = 0 if pacing.serves_limited else runs.ahead.extra(now)
+            free = max(self.concurrency + ahead - len(runs), 0)
             if free == 0:
                 free_since = None
             elif free_since is None:
                 free_since = now
-            # Fewer, fuller round trips: capture once every slot is free, or when free
-            # slots have waited 10 ms (a long task must not hold the others back). The
-            # wait counts from when slots came free, not from when the last capture
-            # began: a capture can take longer than 10 ms on a busy machine, and then
-            # the next would leave at once with a few slots, ever more, ever smaller.
+            # Fewer, fuller round trips: capture once every slot is free (or, capturing
+            # ahead, once the line is empty), or when free slots have waited 10 ms (a long
+            # task must not hold the others back). The wait counts from when slots came
+            # free, not from when the last capture began: a capture can take longer than
+            # 10 ms on a busy machine, and then the next would leave at once with a few
+            # slots, ever more, ever smaller.
             worth_it = (
-                free == self.concurrency
+                not runs
+                or (ahead > 0 and free >= ahead)
                 or (free_since is not None and now - free_since >= CAPTURE_WAIT)
                 or ends.capture_again
             ) and not self._drained(now)
@@ -417,7 +422,9 @@ class Worker:
         return captured
 
     def _expire_timeouts(self, now: float) -> None:
-        """Cancel the runs past their timeouts; stop if too many are stuck (see Overruns)."""
+        """Cancel the runs past their timeouts; stop if too many are stuck (see Overruns).
+        Give back the runs captured ahead that waited in line too long."""
+        self._runs.give_back_waiting(now)
         running = self._runs.unsettled()
         self.stats["timed_out"] += self.overruns.check(
             running, now, self._runs.runner.cancel, kills=self.pool is not None

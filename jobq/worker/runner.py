@@ -1,8 +1,10 @@
 """Runner: where a worker's captured tasks execute. Never touches the database.
 
 Sync tasks run on slot threads (started as needed, at most ``concurrency``), async tasks
-on one event loop in a thread of its own. Each run's outcome goes to the callback given,
-from whichever thread ran it.
+on one event loop in a thread of its own; ``concurrency`` runs at a time in all. Runs
+handed over beyond that (captured ahead, jobq.worker.ahead) wait in line, and the run
+that ends hands its slot to the next at once, from whichever thread ran it, without a
+round trip through the worker's loop. Each run's outcome goes to the callback given.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import functools
 import queue
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -51,7 +53,8 @@ class Run:
     timed_out: bool = False
     #: Its process was killed to stop it (jobq.pool: past its timeout, cancelled, ended).
     killed: bool = False
-    #: time.monotonic() when it was handed to the runner, and when its code returned.
+    #: time.monotonic() when it got a slot (until then, when it was handed to the runner),
+    #: and when its code returned.
     began: float = 0.0
     returned: float | None = None
     #: Its trace span (jobq.worker.run_spans), while tracing is on and it has not ended.
@@ -62,15 +65,18 @@ class Run:
 
     @classmethod
     def of(cls, task: Task, definition: TaskDefinition | None) -> Run:
-        """A run of ``task``; with a timeout, it gets its deadline from now (an async one
-        ASYNC_TIMEOUT_SLACK later)."""
-        now = time.monotonic()
-        deadline = None
+        """A run of ``task``, not started yet (its deadline is set when it starts)."""
+        return cls(task, definition, None, began=time.monotonic())
+
+    def starts(self) -> None:
+        """It gets a slot now: its time and, with a timeout, its deadline run from now (an
+        async one's ASYNC_TIMEOUT_SLACK later)."""
+        self.began = now = time.monotonic()
+        definition = self.definition
         if definition is not None and definition.timeout is not None:
-            deadline = now + definition.timeout
+            self.deadline = now + definition.timeout
             if definition.is_async:
-                deadline += ASYNC_TIMEOUT_SLACK
-        return cls(task, definition, deadline, began=now)
+                self.deadline += ASYNC_TIMEOUT_SLACK
 
     def seconds(self) -> float | None:
         """How long its code ran (from its hand-over), once it returned."""
@@ -123,12 +129,48 @@ class Runner:
         self._inbox: queue.SimpleQueue[Run | None] = queue.SimpleQueue()
         self._slot_threads: list[threading.Thread] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Runs handed over while every slot was taken, in order; and how many runs hold a
+        # slot (started, their code not yet returned). Both under _slots.
+        self._slots = threading.Lock()
+        self._in_line: deque[Run] = deque()
+        self._holding = 0
+
+    @property
+    def in_line(self) -> int:
+        """Runs handed over that wait for a slot."""
+        return len(self._in_line)
 
     def start(self, runs: list[Run]) -> None:
-        """Start ``runs`` (each of a registered task) on the slot threads and the loop."""
+        """Start ``runs`` (each of a registered task) on the slot threads and the loop, as
+        many as slots are free; the others start, in order, as slots come free."""
+        with self._slots:
+            self._in_line.extend(runs)
+            ready = self._take_slots()
+        self._dispatch(ready)
+
+    def waiting_since(self, since: float) -> list[Run]:
+        """Take out of the line, never to start, the runs handed over before ``since``
+        (time.monotonic()) that still wait for a slot."""
+        taken = []
+        with self._slots:
+            while self._in_line and self._in_line[0].began < since:
+                taken.append(self._in_line.popleft())
+        return taken
+
+    def _take_slots(self) -> list[Run]:
+        """Under _slots: the runs in line that free slots take now."""
+        ready = []
+        while self._in_line and self._holding < self.concurrency:
+            ready.append(self._in_line.popleft())
+            self._holding += 1
+        return ready
+
+    def _dispatch(self, runs: list[Run]) -> None:
+        """Start ``runs``, each holding a slot, on the slot threads and the event loop."""
         coroutines = []
         for run in runs:
             assert run.definition is not None
+            run.starts()
             if run.definition.is_async:
                 coroutines.append(run)
                 continue
@@ -139,10 +181,26 @@ class Runner:
             # One wake-up of the loop for the whole batch.
             self._event_loop().call_soon_threadsafe(self._start_coroutines, coroutines)
 
+    def _ended(self, run: Run, outcome: Outcome) -> None:
+        """From the thread that ran it: ``run`` is over; its slot goes to the next in line."""
+        with self._slots:
+            self._holding -= 1
+            ready = self._take_slots()
+        self._finish(run, outcome)
+        self._dispatch(ready)
+
     def cancel(self, run: Run) -> None:
         """Stop an async run, or a sync one in a process pool (its child is killed; a
-        sync thread cannot be stopped: it runs on, unheard)."""
+        sync thread cannot be stopped: it runs on, unheard). A run still in line never
+        starts: it ends at once (cancelled on request, if that is why)."""
         if run.definition is None:
+            return
+        with self._slots:
+            waiting = any(queued is run for queued in self._in_line)
+            if waiting:
+                self._in_line = deque(queued for queued in self._in_line if queued is not run)
+        if waiting:  # it never starts: no slot was taken
+            self._finish(run, _not_started(run) or CANCELLED)
             return
         if run.definition.is_async:
             if self._loop is not None:
@@ -172,8 +230,8 @@ class Runner:
         """A slot thread: run sync tasks from the inbox until told to stop (None); in
         ``slot``'s child process if given."""
         while (run := self._inbox.get()) is not None:
-            if run.ended:  # released or lost before it started
-                self._finish(run, CANCELLED)
+            if (outcome := _not_started(run)) is not None:
+                self._ended(run, outcome)
                 continue
             assert run.definition is not None
             task = run.task
@@ -189,14 +247,14 @@ class Runner:
             except BaseException as error:  # SystemExit, say: the slot must live on
                 seconds = time.monotonic() - run.began
                 outcome = executor.escaped(run.definition, task.attempt, task, error, seconds)
-            self._finish(run, outcome)
+            self._ended(run, outcome)
 
     def _start_coroutines(self, runs: list[Run]) -> None:
         """On the event loop: start the async runs."""
         assert self._loop is not None
         for run in runs:
-            if run.ended:
-                self._finish(run, CANCELLED)
+            if (outcome := _not_started(run)) is not None:
+                self._ended(run, outcome)
                 continue
             assert run.definition is not None
             task = run.task
@@ -206,7 +264,7 @@ class Runner:
 
     def _coroutine_done(self, run: Run, done: asyncio.Task[Outcome]) -> None:
         """On the loop: ``run``'s coroutine ``done`` is over; report its outcome."""
-        self._finish(run, _outcome(done))
+        self._ended(run, _outcome(done))
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
@@ -214,6 +272,16 @@ class Runner:
             threading.Thread(target=loop.run_forever, name="jobq-async", daemon=True).start()
             self._loop = loop
         return self._loop
+
+
+def _not_started(run: Run) -> Outcome | None:
+    """Why ``run``, given a slot, must not start after all: released or lost before it
+    started, or its cancel asked for meanwhile; None: it starts."""
+    if run.ended:
+        return CANCELLED
+    if run.task.cancel_requested:
+        return executor.CANCELLED_ON_REQUEST
+    return None
 
 
 def _outcome(done: asyncio.Task[Outcome]) -> Outcome:

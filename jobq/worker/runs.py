@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING
 
 from jobq.db.tasks import CANCEL_REQUESTED, Completion, Status, Task
 from jobq.worker import executor
+from jobq.worker.ahead import GIVE_BACK_AFTER, CaptureAhead
 from jobq.worker.ends import completion
 from jobq.worker.observers import outcome_label
-from jobq.worker.runner import Run, Runner
+from jobq.worker.runner import CANCELLED, Run, Runner
 
 if TYPE_CHECKING:
     from jobq.core.registry import Registry, TaskDefinition
@@ -59,6 +60,8 @@ class Runs:
         self.stats = stats
         #: Where the runs execute.
         self.runner = Runner(concurrency, self.finish, pool)
+        #: How many runs to capture beyond the free slots (see jobq.worker.ahead).
+        self.ahead = CaptureAhead(concurrency, time.monotonic())
         self._runs: dict[Fence, Run] = {}
         #: Finished runs; None is a nudge (tasks arrived, or a stop): wakes the loop.
         self.finished: queue.SimpleQueue[tuple[Fence, Outcome] | None] = queue.SimpleQueue()
@@ -123,6 +126,7 @@ class Runs:
                 finished.append(self.finished.get_nowait())
             except queue.Empty:
                 break
+        self.ahead.ended(len(finished), time.monotonic())
         for item in finished:
             if item is None:
                 self.pacing.nudged()  # tasks arrived: look again soon, and often
@@ -139,6 +143,22 @@ class Runs:
             self.ends.add(run, completion(fence, outcome))
             self.stats["snoozed" if outcome.status is Status.QUEUED else outcome.status.value] += 1
             self.watch.ended(run, outcome_label(run, outcome), outcome, run.seconds())
+
+    def give_back_waiting(self, now: float) -> None:
+        """Put back in the queue, no retry spent, the runs captured ahead that have waited
+        in line for a slot over GIVE_BACK_AFTER s (the runs before them proved long)."""
+        given_back = self.runner.waiting_since(now - GIVE_BACK_AFTER)
+        if given_back:
+            log.info(
+                "%d run(s) captured ahead waited over %g s for a slot: given back to the queue",
+                len(given_back), GIVE_BACK_AFTER,
+            )  # fmt: skip
+        for run in given_back:
+            run.ended = True
+            self.finish(run, CANCELLED)  # it never started: its collect frees its place
+            self.ends.add(run, Completion(run.task.id, run.task.attempt, Status.QUEUED))
+            self.stats["given_back"] += 1
+            self.watch.ended(run, "released")
 
     def release_unfinished(self) -> None:
         """Grace is over: put unfinished runs back in the queue without spending a retry;
