@@ -165,7 +165,12 @@ partial_index(
     where=sa.and_(HAS_LOCK_KEY, status_is(Status.IN_PROGRESS)),
     unique=True,
 )
-sa.Index("jobq_tasks_finished_at", c.finished_at)
+# Retention and the dashboard: every query of it compares finished_at, so it holds the
+# finished rows only (revision 0015), not a NULL entry per waiting and running row,
+# written at each insert and capture; MySQL has no partial indexes: there it holds all.
+partial_index_where_native(
+    "jobq_tasks_finished_at", c.finished_at, where=c.finished_at.is_not(None)
+)
 # A workflow's nodes, for its handle and `jobq workflow show`; tasks on their own are not in it.
 partial_index("jobq_tasks_workflow", c.workflow_id, c.id, where=c.workflow_id.is_not(None))
 # Nodes waiting for their parents: what the workers' sweep (jobq.workflows.settle) looks at.
