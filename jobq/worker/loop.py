@@ -64,7 +64,8 @@ class Worker:
     heartbeat; default: each task's own), ``grace`` (seconds running tasks get to finish
     after a stop), ``poll_interval`` and ``max_poll_interval`` (how often an idle worker
     looks), ``burst`` (exit once nothing is due within ``burst_wait`` seconds),
-    ``retain`` (seconds finished tasks are kept), ``max_stuck`` and ``stuck_after`` (exit
+    ``retain`` (seconds finished tasks are kept), ``vacuum`` (vacuum the tasks table when
+    its dead rows pile up, jobq.upkeep.vacuum), ``max_stuck`` and ``stuck_after`` (exit
     with status 3 once so many runs are stuck past their timeout by that long).
 
     Example:
@@ -102,6 +103,7 @@ class Worker:
         worker_id: str | None = None,
         rescue_interval: float = 5.0,
         retain: float = DEFAULT_RETAIN,
+        vacuum: bool = True,
         limiter: Limiter | None = None,
         max_stuck: int | None = None,
         stuck_after: float = 60.0,
@@ -159,7 +161,7 @@ class Worker:
         #: Rescue, workflow sweeps and purges, every ``rescue_interval`` s, done by the one
         #: worker of the database that holds the upkeep lease.
         self._upkeep = Upkeep(
-            self.store, self.worker_id, rescue_interval, self._failed, self.stats, retain
+            self.store, self.worker_id, rescue_interval, self._failed, self.stats, retain, vacuum
         )
         self._stop_listening = threading.Event()
         self._stopping = threading.Event()
@@ -323,7 +325,7 @@ class Worker:
             # slots, ever more, ever smaller.
             worth_it = (
                 not runs
-                or (ahead > 0 and free >= ahead)
+                or (ahead > 0 and free >= max(ahead // 2, 1))
                 or (free_since is not None and now - free_since >= CAPTURE_WAIT)
                 or ends.capture_again
             ) and not self._drained(now)
