@@ -104,6 +104,12 @@ CLUSTER_ID = UnsignedInt(128)
     "upkeep deletes older ones in batches.",
 )  # fmt: skip
 @click.option(
+    "--vacuum/--no-vacuum", default=True, show_default=True,
+    help="PostgreSQL: the worker doing the upkeep vacuums jobq_tasks whenever 100,000 dead "
+    "rows (plus 2% of the table) pile up between autovacuum's passes, which else slow "
+    "every capture down; --no-vacuum leaves it to autovacuum alone.",
+)  # fmt: skip
+@click.option(
     "--worker-id", default=None,
     help="Its name in `jobq status` and in its tasks' locked_by; default: host:pid:random.",
 )  # fmt: skip
@@ -184,6 +190,7 @@ def worker(
     max_poll_interval: float | None,
     rescue_interval: float,
     retain: float,
+    vacuum: bool,
     worker_id: str | None,
     max_stuck: int | None,
     stuck_after: float,
@@ -234,7 +241,7 @@ def worker(
             app, queues=names, concurrency=concurrency, lease=lease, grace=grace,
             poll_interval=poll_interval, max_poll_interval=max_poll_interval, burst=burst,
             burst_wait=burst_wait, worker_id=worker_id, rescue_interval=rescue_interval,
-            retain=retain,
+            retain=retain, vacuum=vacuum,
             max_stuck=max_stuck, stuck_after=stuck_after,
             limiter=_limiter(
                 limiter, tigerbeetle_addresses, tigerbeetle_cluster, tigerbeetle_timeout

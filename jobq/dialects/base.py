@@ -29,6 +29,7 @@ from jobq.dialects.schema import HOLDS_UNIQUE_KEY, locks, tasks
 from jobq.dialects.session_lock import MIGRATION_LOCK as MIGRATION_LOCK
 from jobq.dialects.session_lock import release_session_lock as release_session_lock
 from jobq.dialects.session_lock import session_lock
+from jobq.dialects.vacuum import DeadRows
 
 c = tasks.c
 
@@ -427,6 +428,14 @@ class Dialect(CapturePredicates):
     def migration_lock_statements(self) -> tuple[str, str]:
         """SQL taking a session-level lock that serialises jobq's migrations, waiting up
         to ``%(wait)s`` seconds (one row: 1 when taken), and SQL releasing it."""
+        raise NotImplementedError
+
+    def dead_rows(self, conn: Connection) -> DeadRows | None:
+        """jobq_tasks' dead row versions, where jobq vacuums them (see vacuum.py); None."""
+        return None
+
+    def vacuum_tasks(self, conn: Connection) -> None:
+        """VACUUM jobq_tasks, where dead_rows reads them (see vacuum.py)."""
         raise NotImplementedError
 
     def health_readings(

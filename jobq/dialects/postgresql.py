@@ -22,6 +22,7 @@ from jobq.dialects.leases import lease_of
 from jobq.dialects.postgresql_listen import CHANNEL, ENDED_CHANNEL, start_listening
 from jobq.dialects.schema import LOCK_KEY_HELD, task_edges, tasks
 from jobq.dialects.session_lock import MIGRATION_LOCK, release_session_lock
+from jobq.dialects.vacuum import DeadRows, postgresql_dead_rows, postgresql_vacuum
 
 c = tasks.c
 
@@ -338,6 +339,12 @@ class PostgresDialect(Dialect):
             return False
         start_listening(url, ENDED_CHANNEL, on_payload, stop, outage, "jobq-listen-ends")
         return True
+
+    def dead_rows(self, conn: Connection) -> DeadRows | None:
+        return postgresql_dead_rows(conn)
+
+    def vacuum_tasks(self, conn: Connection) -> None:
+        postgresql_vacuum(conn)
 
     def is_missing_schema(self, error: sa.exc.DBAPIError) -> bool:
         return getattr(error.orig, "sqlstate", None) in _MISSING_SCHEMA

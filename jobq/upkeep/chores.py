@@ -12,6 +12,7 @@ from jobq.core.workers import FORGET_AFTER
 from jobq.db.durations import format_duration
 from jobq.db.errors import JobqError
 from jobq.upkeep.retention import DEFAULT_RETAIN, Retention, describe
+from jobq.upkeep.vacuum import Vacuum
 
 log = logging.getLogger("jobq.worker")
 
@@ -42,6 +43,7 @@ class Upkeep:
     ``failed(what, error)`` hears of a chore that failed (it is tried again next time);
     ``stats`` counts what was done (rescued, pruned, ...). Finished tasks are kept for
     ``retain`` s (math.inf: forever) unless their queue has a retention of its own.
+    With ``vacuum``, jobq_tasks is vacuumed whenever its dead rows pile up (vacuum.py).
     """
 
     def __init__(
@@ -52,6 +54,7 @@ class Upkeep:
         failed: Callable[[str, JobqError], None],
         stats: Counter[str],
         retain: float = DEFAULT_RETAIN,
+        vacuum: bool = True,
     ) -> None:
         self.store = store
         self.worker_id = worker_id
@@ -61,6 +64,7 @@ class Upkeep:
         # Owned by the worker's id: `jobq locks list` says who holds it.
         self.lease = locks.Lease(store, UPKEEP_LOCK, LEASE_INTERVALS * interval, owner=worker_id)
         self.retention = Retention(store, retain, failed, stats)
+        self.vacuum = Vacuum(store, failed, stats, enabled=vacuum)
         #: Whether this worker did the upkeep at its last turn.
         self.elected = False
         self._next = 0.0
@@ -73,6 +77,7 @@ class Upkeep:
         elected, a batch of retention's when one is due."""
         if self.elected:
             self.retention.step(now)
+            self.vacuum.step(now)
         if now < self._next:
             return
         self._next = now + FOLLOWER_INTERVALS * self.interval
