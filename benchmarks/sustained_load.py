@@ -24,8 +24,9 @@ judged on PostgreSQL:
 - no fall under overload: with ``--overload`` >= 2.5 for >= 180 s, the completed/s of
   every overload step is at least 95% of the sustainable rate;
 - latency at load: the p99 claim latency of the 50% step is at most 20 ms;
-- slots are used: the sustainable rate is at least 8,000/s at 16 slots, 10,000/s at 64
-  (judged only if the ramp offered that much).
+- slots are used: the sustainable rate is at least 8,000/s at 16 slots, 10,000/s at 64,
+  or a ramp step offered that rate and completed 99% of it within its window, ending
+  with at most a second's arrivals waiting (judged only if the ramp offered that much).
 
 PostgreSQL runs on a private server of the run's own (_servers.private_postgres:
 ``autovacuum=on`` as in production, ``fsync=on``, ``shared_buffers`` 512MB), since the
@@ -75,6 +76,7 @@ OVERLOAD_AT_LEAST = 2.5  # times the sustainable rate ...
 OVERLOAD_FOR = 180.0  # ... for this many seconds
 P99_TARGET = 0.020  # s, at 50% of the sustainable rate
 RATE_TARGETS = {16: 8_000, 64: 10_000}
+HELD = 0.99  # of a rate target: a ramp step offered it, completed this much, left <= 1 s waiting
 
 
 # --- where ------------------------------------------------------------------------------
@@ -225,7 +227,11 @@ def judge(s: Series, plan: Plan) -> list[tuple[str, bool | None, str]]:
         ramp = [x for x in s.steps if x.phase == "ramp"]
         ramp_max = max((x.rate for x in ramp), default=0)
         detail = f"sustained {best:,.0f}/s; the ramp offered up to {ramp_max:,.0f}/s"
-        if best >= target:
+        # A step offered the target that ended with no backlog completed slightly less
+        # within its window (the rows of its last milliseconds end after it): 99% is met.
+        held = [x for x in ramp if x.kept_up and x.rate >= target]
+        held = [x for x in held if x.completed_rate >= HELD * target and x.depth <= x.rate]
+        if best >= target or held:
             out.append((text, True, detail))
         elif ramp_max < target and (not ramp or ramp[-1].kept_up):  # never asked for it
             out.append((text, None, detail))

@@ -106,7 +106,7 @@ CLUSTER_ID = UnsignedInt(128)
 @click.option(
     "--vacuum/--no-vacuum", default=True, show_default=True,
     help="PostgreSQL: the worker doing the upkeep vacuums jobq_tasks whenever 100,000 dead "
-    "rows (plus 2% of the table) pile up between autovacuum's passes, which else slow "
+    "rows pile up between autovacuum's passes (a tenth of the time at most), which else slow "
     "every capture down; --no-vacuum leaves it to autovacuum alone.",
 )  # fmt: skip
 @click.option(

@@ -4,11 +4,13 @@ Each capture and each end leaves a dead row behind, and in the capture index a d
 entry at its head, which every capture walks until a vacuum clears it; autovacuum visits
 a table once a minute at most, and a backlog of a million waiting rows let captures
 slow down by the minute (jobq.dialects.vacuum says more). So the worker doing the upkeep
-reads jobq_tasks' dead rows every CHECK_EVERY seconds and, past DEAD_ROWS plus DEAD_SHARE
-of the table, vacuums it, on a thread of its own: the worker's loop never waits for it,
-one vacuum runs at a time, and none waits behind autovacuum's (SKIP_LOCKED). A vacuum
-walks every index of the table, and DEAD_SHARE keeps a vast table from being walked
-every few seconds. Nothing is done where the database keeps no dead rows (MySQL,
+reads jobq_tasks' dead rows every CHECK_EVERY seconds and, past DEAD_ROWS, vacuums it, on
+a thread of its own: the worker's loop never waits for it, one vacuum runs at a time, and
+none waits behind autovacuum's (SKIP_LOCKED). A vacuum walks every index of the table,
+longer the larger the table: after one that took d seconds the next waits (1/DUTY - 1) x d
+seconds, so that vacuums take at most DUTY of the time, whatever the table's size (a
+vast table of finished rows kept is vacuumed less often, not for ever). Nothing is done
+where the database keeps no dead rows (MySQL,
 SQLite), nor where the worker's role may not vacuum the table (it says so once), nor with
 ``jobq worker --no-vacuum``, which leaves the table to autovacuum alone.
 """
@@ -29,14 +31,15 @@ log = logging.getLogger("jobq.worker")
 
 #: Seconds between the elected worker's reads of jobq_tasks' dead rows.
 CHECK_EVERY = 5.0
-#: Dead rows past which it vacuums jobq_tasks: this many, plus DEAD_SHARE of its rows.
+#: Dead rows past which it vacuums jobq_tasks.
 DEAD_ROWS = 100_000
-DEAD_SHARE = 0.02
+#: The most of the time the elected worker's vacuums take, one after another.
+DUTY = 0.1
 
 
 def due(rows: DeadRows | None) -> bool:
     """Whether ``rows`` (jobq_tasks' dead rows, where read) call for a vacuum."""
-    return rows is not None and rows.dead >= DEAD_ROWS + DEAD_SHARE * (rows.live + rows.dead)
+    return rows is not None and rows.dead >= DEAD_ROWS
 
 
 class Vacuum:
@@ -57,6 +60,8 @@ class Vacuum:
         self._stats = stats
         self._next = 0.0
         self._running: threading.Thread | None = None
+        # time.monotonic() before which no vacuum begins: DUTY after the last one.
+        self._rested = 0.0
         self._said_not_owner = False
 
     @property
@@ -66,8 +71,9 @@ class Vacuum:
 
     def step(self, now: float) -> None:
         """Every CHECK_EVERY s: read jobq_tasks' dead rows, and if due() says so, begin a
-        vacuum on a thread of its own (none while the last one runs)."""
-        if not self.enabled or now < self._next or self.running:
+        vacuum on a thread of its own (none while the last one runs, nor within
+        (1/DUTY - 1) times its length after it)."""
+        if not self.enabled or now < max(self._next, self._rested) or self.running:
             return
         self._next = now + CHECK_EVERY
         try:
@@ -100,8 +106,10 @@ class Vacuum:
         except Exception as error:  # on a thread of its own: say it, and try again later
             log.warning("vacuuming jobq_tasks failed, will retry: %s", first_line(error))
             return
+        ended = time.monotonic()
+        self._rested = ended + (1 / DUTY - 1) * (ended - began)
         self._stats["vacuumed"] += 1
         log.info(
             "vacuumed jobq_tasks (%d dead rows beside %d live) in %.2f s",
-            rows.dead, rows.live, time.monotonic() - began,
+            rows.dead, rows.live, ended - began,
         )  # fmt: skip

@@ -65,7 +65,7 @@ def leave_dead_rows(store: jobq.Store) -> None:
 
 @pytest.fixture
 def low_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Vacuum past 1,000 dead rows (plus 2% of the table) rather than 100,000."""
+    """Vacuum past 1,000 dead rows rather than 100,000."""
     monkeypatch.setattr(vacuum, "DEAD_ROWS", 1_000)
 
 
@@ -149,3 +149,24 @@ def test_a_role_that_does_not_own_the_table_says_so_once_and_leaves_it_to_autova
     assert stats["vacuumed"] == 0
     said = [r.getMessage() for r in caplog.records if "may not vacuum" in r.getMessage()]
     assert len(said) == 1 and "does not own it" in said[0]
+
+
+@pytest.mark.usefixtures("low_threshold")
+def test_the_next_vacuum_waits_for_the_last_to_be_a_duty_share_of_the_time(
+    store: jobq.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if store.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL's vacuum only")
+    monkeypatch.setattr(vacuum, "CHECK_EVERY", 0.0)
+    monkeypatch.setattr(vacuum, "DUTY", 0.001)  # rest 999 times as long as a vacuum took
+    stats: Counter[str] = Counter()
+    chore = Vacuum(store, failed, stats)
+    for round in range(2):
+        leave_dead_rows(store)
+        until(lambda: (r := dead_rows(store)) is not None and vacuum.due(r))
+        chore.step(time.monotonic() + 10_000 * round)  # past the first one's rest
+        until(lambda: not chore.running)
+        assert stats["vacuumed"] == round + 1
+        # Due again at once, yet resting: the vacuum that just ended took 1/1000 of it.
+        chore.step(time.monotonic())
+        assert not chore.running and stats["vacuumed"] == round + 1
