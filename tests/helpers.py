@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
 import jobq
 from jobq.dialects.schema import tasks
+
+_T = TypeVar("_T")
+
+
+def until(condition: Callable[[], _T | None], timeout: float = 15.0, every: float = 0.05) -> _T:
+    """The first true value of ``condition()``, polled every ``every`` s until ``timeout``
+    seconds pass (then the test fails)."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(every)
+    return value
 
 
 def all_rows(store: jobq.Store) -> list[dict[str, Any]]:

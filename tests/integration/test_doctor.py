@@ -9,9 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-import time
-from collections.abc import Callable, Iterator
-from typing import TypeVar
+from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
@@ -23,13 +21,13 @@ from jobq.db.errors import SchemaNotMigrated
 from jobq.doctor import Diagnosis, Finding, Thresholds, examine
 from jobq.doctor.findings import MB
 from jobq.engine.database import Database
+from tests.helpers import until
 
 # Doctor reads server-wide state (sessions of the database, replication slots) that
 # tests running beside it would change: never in parallel with others.
 # The server's statistics of the tables (dead rows, vacuums): a fresh migration each.
 pytestmark = [pytest.mark.serial, pytest.mark.fresh_database]
 
-_T = TypeVar("_T")
 
 sqlite_only = pytest.mark.parametrize("backend", ["sqlite"])
 mysql_only = pytest.mark.parametrize("backend", ["mysql"])
@@ -55,15 +53,6 @@ def finding(diagnosis: Diagnosis, check: str, subject: str | None = None) -> Fin
     ]
     assert len(found) == 1, (check, subject, diagnosis)
     return found[0]
-
-
-def until(condition: Callable[[], _T | None], timeout: float = 15.0) -> _T:
-    """The first true value of ``condition()``, polled until ``timeout`` seconds pass."""
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        assert time.monotonic() < deadline, "the condition never held"
-        time.sleep(0.05)
-    return value
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "mysql"])

@@ -13,10 +13,8 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
-from typing import TypeVar
+from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
@@ -28,12 +26,12 @@ from jobq.doctor import Diagnosis, Finding, Thresholds, examine
 from jobq.engine.database import Database
 from tests import postgres_server
 from tests.conftest import ENV, missing
+from tests.helpers import until
 
 # Doctor reads server-wide state (sessions of the database, replication slots) that
 # tests running beside it would change: never in parallel with others.
 pytestmark = pytest.mark.serial
 
-_T = TypeVar("_T")
 
 #: Thresholds a test can reach in a second: everything else at its default.
 QUICK = Thresholds(max_transaction_age=0.5, max_idle_in_transaction=0.5)
@@ -101,15 +99,6 @@ def finding(diagnosis: Diagnosis, check: str, subject: str) -> Finding:
     ]
     assert len(found) == 1, (check, subject, [c.findings for c in diagnosis.checks])
     return found[0]
-
-
-def until(condition: Callable[[], _T | None], timeout: float = 15.0) -> _T:
-    """The first true value of ``condition()``, polled until ``timeout`` seconds pass."""
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        assert time.monotonic() < deadline, "the condition never held"
-        time.sleep(0.05)
-    return value
 
 
 def fill(conn: sa.Connection, rows: int) -> None:

@@ -8,8 +8,7 @@ import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
-from typing import TypeVar
+from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
@@ -21,18 +20,11 @@ from jobq.db.tasks import Completion
 from jobq.dialects.vacuum import DeadRows
 from jobq.upkeep import vacuum
 from jobq.upkeep.vacuum import Vacuum
+from tests.helpers import until
 
-_T = TypeVar("_T")
 TASKS = 1_500
-
-
-def until(condition: Callable[[], _T | None], timeout: float = 30.0) -> _T:
-    """The first true value of ``condition()``, polled until ``timeout`` seconds pass."""
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        assert time.monotonic() < deadline, "the condition never held"
-        time.sleep(0.1)
-    return value
+#: Seconds the statistics may take to count a session's rows (an idle one flushes in 10 s).
+STATS_LAG = 30.0
 
 
 def failed(what: str, error: JobqError) -> None:
@@ -81,12 +73,12 @@ def test_piled_up_dead_rows_are_vacuumed_on_a_thread_of_its_own(store: jobq.Stor
         assert not chore.running and stats["vacuumed"] == 0
         return
     before = vacuum_count(store)
-    rows = until(lambda: (r := dead_rows(store)) is not None and vacuum.due(r) and r)
+    rows = until(lambda: (r := dead_rows(store)) is not None and vacuum.due(r) and r, STATS_LAG)
     assert rows.dead >= 1_000 and rows.may_vacuum
     chore.step(time.monotonic())
     until(lambda: not chore.running)
     assert stats["vacuumed"] == 1
-    until(lambda: vacuum_count(store) > before)
+    until(lambda: vacuum_count(store) > before, STATS_LAG)
     # Read again within CHECK_EVERY: no second look, no second vacuum.
     chore.step(time.monotonic())
     assert not chore.running and stats["vacuumed"] == 1
@@ -98,7 +90,7 @@ def test_with_vacuum_off_the_table_is_left_to_autovacuum(store: jobq.Store) -> N
     chore = Vacuum(store, failed, stats, enabled=False)
     leave_dead_rows(store)
     if store.dialect.name == "postgresql":
-        until(lambda: (r := dead_rows(store)) is not None and vacuum.due(r))
+        until(lambda: (r := dead_rows(store)) is not None and vacuum.due(r), STATS_LAG)
     chore.step(time.monotonic())
     assert not chore.running and stats["vacuumed"] == 0
 
@@ -140,7 +132,9 @@ def test_a_role_that_does_not_own_the_table_says_so_once_and_leaves_it_to_autova
     stats: Counter[str] = Counter()
     chore = Vacuum(tenant_store, failed, stats)
     leave_dead_rows(store)
-    rows = until(lambda: (r := dead_rows(tenant_store)) is not None and vacuum.due(r) and r)
+    rows = until(
+        lambda: (r := dead_rows(tenant_store)) is not None and vacuum.due(r) and r, STATS_LAG
+    )
     assert not rows.may_vacuum
     with caplog.at_level(logging.INFO, logger="jobq.worker"):
         for _ in range(3):
@@ -163,7 +157,7 @@ def test_the_next_vacuum_waits_for_the_last_to_be_a_duty_share_of_the_time(
     chore = Vacuum(store, failed, stats)
     for round in range(2):
         leave_dead_rows(store)
-        until(lambda: (r := dead_rows(store)) is not None and vacuum.due(r))
+        until(lambda: (r := dead_rows(store)) is not None and vacuum.due(r), STATS_LAG)
         chore.step(time.monotonic() + 10_000 * round)  # past the first one's rest
         until(lambda: not chore.running)
         assert stats["vacuumed"] == round + 1
