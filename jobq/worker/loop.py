@@ -318,7 +318,7 @@ class Worker:
             elif free_since is None:
                 free_since = now
             # Fewer, fuller round trips: capture once every slot is free (or, capturing
-            # ahead, once the line is empty), or when free slots have waited 10 ms (a long
+            # ahead, once the line is half empty), or when free slots have waited 10 ms (a long
             # task must not hold the others back). The wait counts from when slots came
             # free, not from when the last capture began: a capture can take longer than
             # 10 ms on a busy machine, and then the next would leave at once with a few

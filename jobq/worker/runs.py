@@ -126,7 +126,7 @@ class Runs:
                 finished.append(self.finished.get_nowait())
             except queue.Empty:
                 break
-        self.ahead.ended(len(finished), time.monotonic())
+        self.ahead.ended(sum(item is not None for item in finished), time.monotonic())
         for item in finished:
             if item is None:
                 self.pacing.nudged()  # tasks arrived: look again soon, and often
