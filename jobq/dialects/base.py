@@ -52,6 +52,8 @@ class Dialect(CapturePredicates):
     #: Whether one statement may run in autocommit mode. A lone statement is atomic on
     #: its own, and skipping BEGIN and COMMIT saves two round trips per call.
     one_statement_autocommit: ClassVar[bool] = False
+    #: Whether dead row versions stay until a vacuum clears them (dead_rows, vacuum.py).
+    keeps_dead_rows: ClassVar[bool] = False
 
     #: Seconds a migration waits for another one to finish before it gives up.
     migration_lock_wait: ClassVar[float] = 3600.0

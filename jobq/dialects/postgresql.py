@@ -71,6 +71,7 @@ class PostgresDialect(Dialect):
     #: SQLAlchemy stopped reading it as PostgreSQL in 1.4.
     aliases = ("postgresql", "postgres")
     one_statement_autocommit = True
+    keeps_dead_rows = True
     upsert_insert = staticmethod(pg.insert)
 
     def normalize_url(self, url: sa.URL) -> sa.URL:

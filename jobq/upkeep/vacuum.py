@@ -9,10 +9,10 @@ a thread of its own: the worker's loop never waits for it, one vacuum runs at a 
 none waits behind autovacuum's (SKIP_LOCKED). A vacuum walks every index of the table,
 longer the larger the table: after one that took d seconds the next waits (1/DUTY - 1) x d
 seconds, so that vacuums take at most DUTY of the time, whatever the table's size (a
-vast table of finished rows kept is vacuumed less often, not for ever). Nothing is done
-where the database keeps no dead rows (MySQL,
-SQLite), nor where the worker's role may not vacuum the table (it says so once), nor with
-``jobq worker --no-vacuum``, which leaves the table to autovacuum alone.
+vast table of finished rows kept is vacuumed less often, not for ever). Nothing is done,
+nor read, where the database keeps no dead rows (MySQL, SQLite), nor where the worker's
+role may not vacuum the table (it says so once), nor with ``jobq worker --no-vacuum``,
+which leaves the table to autovacuum alone.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class Vacuum:
         enabled: bool = True,
     ) -> None:
         self.store = store
-        self.enabled = enabled
+        self.enabled = enabled and store.dialect.keeps_dead_rows
         self._failed = failed
         self._stats = stats
         self._next = 0.0

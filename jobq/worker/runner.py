@@ -79,7 +79,7 @@ class Run:
                 self.deadline += ASYNC_TIMEOUT_SLACK
 
     def seconds(self) -> float | None:
-        """How long its code ran (from its hand-over), once it returned."""
+        """How long its code ran (from its start), once it returned."""
         return None if self.returned is None else self.returned - self.began
 
 
