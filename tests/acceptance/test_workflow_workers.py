@@ -63,7 +63,11 @@ class SharedPair:
 
     def get(self, store: jobq.Store) -> list[Worker]:
         if not self.running:
-            self.running = start(self.workers, store, 2, "--concurrency", "8")
+            # --retain forever: the elected worker's own pruning of tasks finished over
+            # 7 days ago would race the tests that age a row and prune it with the CLI.
+            self.running = start(
+                self.workers, store, 2, "--concurrency", "8", "--retain", "forever"
+            )
         for worker in self.running:  # kept alive through the earlier tests
             assert worker.process.poll() is None, worker.stderr()
         return self.running
