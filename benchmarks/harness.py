@@ -11,7 +11,9 @@ checkout importable; progress on stderr, the report on stdout.
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
+import functools
 import os
 import signal
 import sqlite3
@@ -322,15 +324,32 @@ def status_counts(store: jobq.Store) -> dict[str, int]:
 def worker_env(url: str, pycache: str | None = None, **extra: str) -> dict[str, str]:
     """Our environment, with jobq's database at ``url``, the checkout importable and
     ``extra`` set; with ``pycache``, a byte-code cache of the run's own there (as an
-    installed package has its modules compiled)."""
+    installed package has its modules compiled), else the checkout compiled in place.
+
+    An installed package has its modules compiled (pip compiles a wheel's, the peers'
+    included); with PYTHONDONTWRITEBYTECODE set, as on the benchmark machine, every jobq
+    process would compile the checkout from source instead: CPU at each start that no
+    installed jobq pays."""
     env = dict(os.environ)
     env["JOBQ_DATABASE_URL"] = url
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     if pycache is not None:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = pycache
+    else:
+        compile_checkout()
     env.update(extra)
     return env
+
+
+@functools.cache
+def compile_checkout() -> None:
+    """Compile jobq's and the benchmarks' modules into their ``__pycache__`` folders, once
+    a run. Not into a PYTHONPYCACHEPREFIX: a process given one looks there for every
+    module's byte code, the standard library's and the peers' too, and would compile those
+    from source instead."""
+    for package in ("jobq", "benchmarks"):
+        compileall.compile_dir(ROOT / package, quiet=1)
 
 
 def jobq_cmd(*args: str) -> list[str]:
