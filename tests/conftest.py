@@ -8,6 +8,7 @@ of their own, so they never touch other tables on the server they are given.
 
 from __future__ import annotations
 
+import compileall
 import os
 import shutil
 import sqlite3
@@ -28,6 +29,17 @@ try:
     import django.tasks  # noqa: F401
 except ImportError:
     collect_ignore = ["django"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Compile jobq's and the tests' modules once, in the controller before its workers
+    start: with PYTHONDONTWRITEBYTECODE set (CI's machine sets it) every worker process a
+    test spawns would compile them from source instead, some 0.3 s of CPU each."""
+    if not hasattr(config, "workerinput"):
+        root = Path(__file__).resolve().parent.parent
+        for package in ("jobq", "tests"):
+            compileall.compile_dir(root / package, quiet=1)
+
 
 BACKENDS = ["sqlite", "postgresql", "mysql"]
 ENV = {
