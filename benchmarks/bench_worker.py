@@ -234,9 +234,11 @@ def run_jobq(results: Results, url: str, args: argparse.Namespace) -> None:
     results.bares += run_bare(url, args)
     log("== jobq bulk enqueue")
     results.enqueues += run_jobq_enqueues(url, args)
-    log("== jobq latency")
-    jurl = in_schema(url, SCHEMAS["jobq"])
-    results.latencies.append(jobq_latency(jurl, args.latency_samples, args.spacing, args.timeout))
+    if args.latency_samples:
+        log("== jobq latency")
+        jurl = in_schema(url, SCHEMAS["jobq"])
+        latency = jobq_latency(jurl, args.latency_samples, args.spacing, args.timeout)
+        results.latencies.append(latency)
 
 
 def run_peer_drains(
@@ -263,11 +265,12 @@ def run_pgqueuer(results: Results, url: str, args: argparse.Namespace) -> None:
                 args.enqueue_repeat, args.timeout,
             )
         )  # fmt: skip
-    log("== pgqueuer latency on asyncpg")
-    dsn = fresh_dsn(url, "pgqueuer")
-    results.latencies.append(
-        pgqueuer_latency("asyncpg", dsn, args.latency_samples, args.spacing, args.timeout)
-    )
+    if args.latency_samples:
+        log("== pgqueuer latency on asyncpg")
+        dsn = fresh_dsn(url, "pgqueuer")
+        results.latencies.append(
+            pgqueuer_latency("asyncpg", dsn, args.latency_samples, args.spacing, args.timeout)
+        )
 
 
 # --- report ------------------------------------------------------------------------------
@@ -404,7 +407,9 @@ def parse_args() -> argparse.Namespace:
         "--with-procrastinate", action="store_true",
         help="also drain with Procrastinate (slow: about 150 jobs/s)",
     )  # fmt: skip
-    parser.add_argument("--latency-samples", type=int, default=200)
+    parser.add_argument(
+        "--latency-samples", type=int, default=200, help="enqueue->start samples; 0: none"
+    )
     parser.add_argument("--spacing", type=float, default=0.02, help="seconds between enqueues")
     parser.add_argument(
         "--concurrency", type=concurrency_list, default=[16, 100],
