@@ -454,9 +454,11 @@ def test_postgresql_waiters_are_woken_by_a_notification_not_by_polling(
         assert handle.result(timeout=30) == 3
     # Woken by the end, not by its timeout (whose last look would have found it done).
     assert 1.0 <= time.monotonic() - started < 10
-    # One read once listening, one after the notification (one more if a notification of
-    # another schema's task of the same id, or a reconnect, woke it needlessly).
-    assert watcher.reads - before in (2, 3), watcher.reads - before
+    # One read once listening, one after the notification, and one more for each
+    # notification of another schema's awaited task of the same id (the channel is the
+    # database's; parallel tests end such tasks) or a reconnect that woke it needlessly:
+    # a few at most, where a polling waiter would read a dozen times or more.
+    assert 2 <= watcher.reads - before <= 5, watcher.reads - before
     task = handle.refresh()
     assert task is not None and task.awaited  # its end was notified
 
