@@ -323,8 +323,8 @@ def status_counts(store: jobq.Store) -> dict[str, int]:
 
 def worker_env(url: str, pycache: str | None = None, **extra: str) -> dict[str, str]:
     """Our environment, with jobq's database at ``url``, the checkout importable and
-    ``extra`` set; with ``pycache``, a byte-code cache of the run's own there (as an
-    installed package has its modules compiled), else the checkout compiled in place.
+    ``extra`` set; with ``pycache``, a byte-code cache of the run's own there, else the
+    checkout compiled in place.
 
     An installed package has its modules compiled (pip compiles a wheel's, the peers'
     included); with PYTHONDONTWRITEBYTECODE set, as on the benchmark machine, every jobq
