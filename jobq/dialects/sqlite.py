@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
@@ -101,11 +103,34 @@ def _on_connect(dbapi_connection: Any, _record: Any) -> None:
     dbapi_connection.text_factory = _decode_text
     cursor = dbapi_connection.cursor()
     try:
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA busy_timeout=30000")
+        _use_wal(cursor)
+        cursor.execute("PRAGMA synchronous=NORMAL")
     finally:
         cursor.close()
+
+
+def _use_wal(cursor: Any) -> None:
+    """Put the file in WAL mode, waiting up to the busy timeout for other connections.
+
+    Two processes turning a new file to WAL at once each hold a read lock and want the
+    write lock, so SQLite answers "database is locked" at once instead of calling the busy
+    handler (which could deadlock): try again until the file is in WAL mode.
+    """
+    deadline = time.monotonic() + 30
+    pause = 0.001
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode")
+            if str(cursor.fetchone()[0]).lower() == "wal":
+                return
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 def _on_begin(conn: Connection) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -197,3 +198,35 @@ def test_a_forked_child_opens_connections_of_its_own(store: jobq.Store) -> None:
     os.waitpid(pid, 0)
     assert os.read(read, 2) == b"ok"
     assert store.get(task_id) is not None  # the parent's connection is intact
+
+
+def test_connections_opening_a_new_sqlite_file_at_once_all_connect(tmp_path: Path) -> None:
+    # Turning a new file to WAL takes the write lock from a read lock: two connections doing
+    # it at once get "database is locked" without the busy handler unless jobq waits itself.
+    # Threads race as processes do (sqlite3 lets go of the GIL); 4 at once, in rounds.
+    for round_ in range(150):
+        path = tmp_path / f"{round_}.db"
+        path.touch()
+        stores = [jobq.Store(f"sqlite:///{path}") for _ in range(4)]
+        at_once = threading.Barrier(len(stores))
+        failures: list[BaseException] = []
+        threads = [
+            threading.Thread(target=_connect, args=(store, at_once, failures)) for store in stores
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for store in stores:
+            store.dispose()
+        assert failures == [], round_
+
+
+def _connect(store: jobq.Store, at_once: threading.Barrier, failures: list[BaseException]) -> None:
+    """Open one connection of ``store`` when all threads are ready; its error, collected."""
+    at_once.wait()
+    try:
+        with store.engine.connect() as connection:
+            connection.exec_driver_sql("SELECT 1")
+    except BaseException as error:
+        failures.append(error)
