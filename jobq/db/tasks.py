@@ -105,6 +105,8 @@ class Task:
     trace_context: dict[str, str] | None = None
     #: The workflow (jobq.workflows) it is a node of, or None for a task on its own.
     workflow_id: int | None = None
+    #: The key a fair queue shares its captures by (jobq.limits.fair), or None.
+    fair_key: str | None = None
 
     @classmethod
     def from_values(cls, values: Sequence[Any]) -> Task:

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from jobq.db.tasks import Status
 from jobq.dialects.types import (
     BigId,
+    Double,
     LongText,
     Moment,
     Seconds,
@@ -61,6 +62,8 @@ tasks = sa.Table(
     sa.Column("trace_context", sa.JSON(none_as_null=True), nullable=True),
     # The workflow (jobq_workflows) this task is a node of; NULL for a task on its own.
     sa.Column("workflow_id", sa.BigInteger(), nullable=True),
+    # The key a fair queue shares its captures by (jobq.limits.fair); NULL: none given.
+    sa.Column("fair_key", sa.String(255), nullable=True),
     sa.CheckConstraint(sa.column("status").in_(STATUSES), name="jobq_tasks_status_valid"),
     sa.CheckConstraint("retries_left >= 0", name="jobq_tasks_retries_left_nonnegative"),
     **table_options(),
@@ -175,6 +178,27 @@ partial_index_where_native(
 partial_index("jobq_tasks_workflow", c.workflow_id, c.id, where=c.workflow_id.is_not(None))
 # Nodes waiting for their parents: what the workers' sweep (jobq.workflows.settle) looks at.
 partial_index("jobq_tasks_blocked", c.id, where=status_is(Status.BLOCKED))
+#: Rows with a fair key: what a fair queue's capture reads key by key, in capture order, and
+#: the runs it counts against a key's cap (jobq.limits.fair). Rows without a key, every
+#: row of a queue that is not fair, are in neither.
+HAS_FAIR_KEY = c.fair_key.is_not(None)
+FAIR_INDEX = "jobq_tasks_fair"
+FAIR_RUNNING_INDEX = "jobq_tasks_fair_running"
+partial_index(
+    FAIR_INDEX,
+    c.queue_id,
+    c.fair_key,
+    c.priority.desc(),
+    c.run_at,
+    c.id,
+    where=sa.and_(WAITING, HAS_FAIR_KEY),
+)
+partial_index(
+    FAIR_RUNNING_INDEX,
+    c.queue_id,
+    c.fair_key,
+    where=sa.and_(status_is(Status.IN_PROGRESS), HAS_FAIR_KEY),
+)
 
 #: Live workers, for `jobq status`: each worker upserts its row when it starts, touches
 #: it with every heartbeat, and deletes it when it stops.
@@ -281,6 +305,12 @@ limits = sa.Table(
     sa.Column("generation", sa.BigInteger(), nullable=False),
     sa.Column("updated_at", Moment, nullable=False),
     sa.Column("paused", sa.Boolean(), nullable=False, server_default=sa.false()),
+    # A fair queue (jobq.limits.fair): captures share it between fair keys by weight;
+    # a key without a weight of its own has ``default_weight``, and at most
+    # ``max_running_per_key`` runs of one key are in progress (NULL: no cap).
+    sa.Column("fair", sa.Boolean(), nullable=False, server_default=sa.false()),
+    sa.Column("default_weight", sa.Integer(), nullable=True),
+    sa.Column("max_running_per_key", sa.Integer(), nullable=True),
     sa.CheckConstraint("concurrency >= 1", name="jobq_limits_concurrency_positive"),
     sa.CheckConstraint(
         "(rate_count IS NULL AND rate_period IS NULL) OR (rate_count IS NOT NULL"
@@ -288,7 +318,11 @@ limits = sa.Table(
         name="jobq_limits_rate_valid",
     ),
     sa.CheckConstraint(
-        "concurrency IS NOT NULL OR rate_count IS NOT NULL OR paused", name="jobq_limits_not_empty"
+        "concurrency IS NOT NULL OR rate_count IS NOT NULL OR paused OR fair",
+        name="jobq_limits_not_empty",
+    ),
+    sa.CheckConstraint(
+        "default_weight >= 1 AND max_running_per_key >= 1", name="jobq_limits_fair_valid"
     ),
     **table_options(),
 )
@@ -359,4 +393,33 @@ partial_index_where_native(
     task_edges.c.parent_done,
     task_edges.c.position.desc(),
     where=task_edges.c.parent_done == sa.false(),
+)
+
+#: The keys of fair queues (jobq.limits.fair), one row per (queue, key): whose turn it is.
+#: A capture serves the keys with the lowest ``turn`` and adds 1/weight to it for each row
+#: it takes (stride scheduling); -1 is a key (re)joining: served at once, its turn set to
+#: the queue's present one, so a tenant back from idle gets no credit for its absence.
+#: ``idle``: nothing of the key waited or ran when a capture looked, so captures skip it
+#: until an enqueue of the key wakes it. ``version`` grows with every enqueue of the key: a
+#: capture idles a key only while it is the version the capture read, so it never idles a
+#: key whose new row it could not yet see. ``weight``: the key's own (NULL: the queue's).
+fair_keys = sa.Table(
+    "jobq_fair_keys",
+    metadata,
+    sa.Column("queue", sa.String(255), primary_key=True),
+    sa.Column("fair_key", sa.String(255), primary_key=True),
+    sa.Column("turn", Double, nullable=False, server_default="-1"),
+    sa.Column("weight", sa.Integer(), nullable=True),
+    sa.Column("idle", sa.Boolean(), nullable=False, server_default=sa.false()),
+    sa.Column("version", sa.BigInteger(), nullable=False, server_default="0"),
+    sa.CheckConstraint("weight >= 1", name="jobq_fair_keys_weight_positive"),
+    **table_options(),
+)
+#: The keys in turn order; idle keys are left out where partial indexes exist.
+partial_index_where_native(
+    "jobq_fair_keys_turn",
+    fair_keys.c.queue,
+    fair_keys.c.turn,
+    fair_keys.c.fair_key,
+    where=fair_keys.c.idle == sa.false(),
 )

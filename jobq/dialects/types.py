@@ -40,8 +40,11 @@ class _UTCDateTime(mysql.DATETIME):
 #: (its default keeps whole seconds only), text on SQLite.
 Moment = sa.DateTime(timezone=True).with_variant(_UTCDateTime(fsp=6), *_MYSQL)
 
-#: Seconds as a double: MySQL's FLOAT is single precision (0.3 would read 0.30000001).
-Seconds = sa.Float().with_variant(mysql.DOUBLE(asdecimal=False), *_MYSQL)
+#: A double-precision number: MySQL's FLOAT is single precision (0.3 would read 0.30000001).
+Double = sa.Float().with_variant(mysql.DOUBLE(asdecimal=False), *_MYSQL)
+
+#: Seconds, as a Double.
+Seconds = Double
 
 #: Text of any length: MySQL's TEXT stops at 64 KiB, shorter than a long traceback.
 LongText = sa.Text().with_variant(mysql.LONGTEXT(), *_MYSQL)

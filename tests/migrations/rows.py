@@ -27,16 +27,33 @@ ADDED_BY_0010 = ("trace_context",)
 #: The columns revision 0011 added to jobq_tasks.
 ADDED_BY_0011 = ("workflow_id",)
 
-#: The columns of jobq_tasks that revision 0011 added, with (on MySQL) the generated
-#: columns of its two partial indexes.
-COLUMNS_OF_0011 = {"workflow_id", "jobq_tasks_workflow_on", "jobq_tasks_blocked_on"}
+#: The columns revision 0016 added to jobq_tasks.
+ADDED_BY_0016 = ("fair_key",)
+
+#: The columns of jobq_tasks that revisions 0011 and later added, with (on MySQL) the
+#: generated columns of their partial indexes.
+COLUMNS_SINCE_0011 = {
+    "workflow_id",
+    "jobq_tasks_workflow_on",
+    "jobq_tasks_blocked_on",
+    "fair_key",
+    "jobq_tasks_fair_on",
+    "jobq_tasks_fair_running_on",
+}
 
 #: The tables revisions 0011 and later added.
-TABLES_SINCE_0011 = {"jobq_workflows", "jobq_task_edges", "jobq_queue_retention"}
+TABLES_SINCE_0011 = {
+    "jobq_workflows",
+    "jobq_task_edges",
+    "jobq_queue_retention",
+    "jobq_fair_keys",
+}
 
 #: The columns jobq_tasks had from 0001 to 0008 (no revision before 0009 changed the set).
 COLUMNS_BEFORE_0009 = tuple(
-    col.name for col in tasks.c if col.name not in ADDED_BY_0009 + ADDED_BY_0010 + ADDED_BY_0011
+    col.name
+    for col in tasks.c
+    if col.name not in ADDED_BY_0009 + ADDED_BY_0010 + ADDED_BY_0011 + ADDED_BY_0016
 )
 #: The columns jobq_tasks had at 0009.
 COLUMNS_AT_0009 = COLUMNS_BEFORE_0009 + ADDED_BY_0009
@@ -107,3 +124,12 @@ def end_in_sql(store: jobq.Store, task_id: int, attempt: int, result: Any = None
             )
         )
         assert ended.rowcount == 1, f"run {attempt} of task {task_id} is not under way"
+
+
+def old_revision_store(url: str) -> jobq.Store:
+    """A Store that enqueues as one of a revision before 0016 would, for rows written at
+    such a revision: it never asks which queues are fair (jobq_limits has no such column
+    yet), which a Store of today does at its first enqueue."""
+    store = jobq.Store(url)
+    store.hooks.fair_keys = None
+    return store

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 import jobq
 from jobq.dialects.schema import limits
 from jobq.engine import migrations
-from tests.migrations.rows import TABLES_SINCE_0011, task_row
+from tests.migrations.rows import TABLES_SINCE_0011, old_revision_store, task_row
 from tests.migrations.test_migrations import jobq_ddl
 
 LIMIT_TABLES = {"jobq_limits", "jobq_limit_starts"}
@@ -33,7 +33,7 @@ def at_revision(store: jobq.Store, revision: str) -> None:
 
 
 def test_upgrade_from_0005_adds_the_limit_tables_and_keeps_the_tasks(empty_url: str) -> None:
-    store = jobq.Store(empty_url)
+    store = old_revision_store(empty_url)
     at_revision(store, "0005")
     assert not LIMIT_TABLES & table_names(store)
     # Until 0007 a row must hold its lease: this jobq writes NULL for "the definition's".
@@ -58,7 +58,7 @@ def test_upgrade_from_0005_adds_the_limit_tables_and_keeps_the_tasks(empty_url: 
 def test_downgrade_to_0005_drops_only_the_limit_tables_and_upgrade_restores_them(
     empty_url: str,
 ) -> None:
-    store = jobq.Store(empty_url)
+    store = old_revision_store(empty_url)
     store.migrate()
     with store.engine.connect() as conn:
         before = jobq_ddl(conn)

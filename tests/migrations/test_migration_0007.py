@@ -14,7 +14,7 @@ import sqlalchemy as sa
 import jobq
 from jobq.db.tasks import Leases
 from jobq.engine import migrations
-from tests.migrations.rows import capture_in_sql, task_row, task_rows
+from tests.migrations.rows import capture_in_sql, old_revision_store, task_row, task_rows
 
 
 def at_revision(store: jobq.Store, revision: str, *, down: bool = False) -> None:
@@ -35,7 +35,7 @@ def by_id(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
 def test_upgrade_from_0006_keeps_every_row_and_lets_leases_be_null(empty_url: str) -> None:
     """Up from 0006 every row keeps its values; a row enqueued afterwards without a lease
     stores NULL, and a capture gives it its definition's lease (the others keep theirs)."""
-    store = jobq.Store(empty_url)
+    store = old_revision_store(empty_url)
     at_revision(store, "0006")
     assert not lease_nullable(store)
     store.enqueue("t", {"a": 1}, lease=45, priority=3, unique_key="u")
@@ -66,7 +66,7 @@ def test_upgrade_from_0006_keeps_every_row_and_lets_leases_be_null(empty_url: st
 
 
 def test_downgrade_to_0006_gives_null_leases_30_seconds(empty_url: str) -> None:
-    store = jobq.Store(empty_url)
+    store = old_revision_store(empty_url)
     at_revision(store, "0007")
     own = store.enqueue("t", {}, lease=12)
     unset = store.enqueue("t", {})

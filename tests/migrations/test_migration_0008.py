@@ -21,6 +21,7 @@ from tests.migrations.rows import (
     TABLES_SINCE_0011,
     capture_in_sql,
     end_in_sql,
+    old_revision_store,
     task_row,
     task_rows,
 )
@@ -70,7 +71,7 @@ def test_upgrade_from_0007_adds_the_runs_table_and_keeps_schedules_and_runs(
     """At 0007, reading the runs or ending a schedule's run says to migrate, and the end is
     not half-written; after `migrate` a plain task ended at 0007 stays as it was, and the
     schedule's run under way ends and is recorded."""
-    store = jobq.Store(empty_url)
+    store = old_revision_store(empty_url)
     at_revision(store, "0007")
     assert RUNS_TABLE not in table_names(store)
     task_id = sync_sweep(store)
@@ -105,7 +106,7 @@ def test_upgrade_from_0007_adds_the_runs_table_and_keeps_schedules_and_runs(
 def test_downgrade_to_0007_drops_only_the_runs_table_and_upgrade_restores_it(
     empty_url: str,
 ) -> None:
-    store = jobq.Store(empty_url)
+    store = old_revision_store(empty_url)
     store.migrate()
     with store.engine.connect() as conn:
         before = jobq_ddl(conn)

@@ -25,9 +25,10 @@ from jobq.engine import migrations
 from tests.migrations.rows import (
     ADDED_BY_0009,
     ADDED_BY_0010,
-    COLUMNS_OF_0011,
+    COLUMNS_SINCE_0011,
     capture_in_sql,
     end_in_sql,
+    old_revision_store,
     task_rows,
 )
 from tests.migrations.test_migration_0006 import at_revision
@@ -75,7 +76,7 @@ def pg_objects(store: jobq.Store) -> dict[str, str]:
 def test_upgrade_from_0008_keeps_every_task_and_says_nothing_of_them(empty_url: str) -> None:
     """Up from 0008 every row keeps every value, and 0009's columns hold NULL, NULL and
     false in each: no progress said, no cancel asked for, nobody waiting."""
-    store = jobq.Store(empty_url)
+    store = old_revision_store(empty_url)
     at_revision(store, "0008")
     columns = task_columns(store)
     assert not set(ADDED_BY_0009) & columns
@@ -114,7 +115,7 @@ def test_downgrade_to_0008_drops_exactly_0009_and_upgrade_restores_it(empty_url:
     """Back to 0008 the three columns go (on PostgreSQL the triggers and their function
     too) and every row stays; up again, the DDL is head's exactly, and what the columns
     held is gone with them."""
-    store = jobq.Store(empty_url)
+    store = old_revision_store(empty_url)
     store.migrate()
     with store.engine.connect() as conn:
         before_ddl = jobq_ddl(conn)
@@ -147,7 +148,8 @@ def test_downgrade_to_0008_drops_exactly_0009_and_upgrade_restores_it(empty_url:
         migrations.downgrade(conn, "0008")
         assert migrations.current(conn) == "0008"
     assert (
-        task_columns(store) == columns - set(ADDED_BY_0009) - set(ADDED_BY_0010) - COLUMNS_OF_0011
+        task_columns(store)
+        == columns - set(ADDED_BY_0009) - set(ADDED_BY_0010) - COLUMNS_SINCE_0011
     )
     assert task_rows(store) == rows
     if postgresql:

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 import jobq
 from jobq.dialects.schema import limits
 from jobq.engine import migrations
-from tests.migrations.rows import ADDED_BY_0010, COLUMNS_AT_0009, task_rows
+from tests.migrations.rows import ADDED_BY_0010, COLUMNS_AT_0009, old_revision_store, task_rows
 from tests.migrations.test_migration_0006 import at_revision
 from tests.migrations.test_migrations import jobq_ddl
 
@@ -36,7 +36,7 @@ def insert_limit(store: jobq.Store, queue: str, concurrency: int | None) -> None
 
 
 def test_up_from_0009_keeps_limits_and_tasks_and_pauses_nothing(empty_url: str) -> None:
-    store = jobq.Store(empty_url)
+    store = old_revision_store(empty_url)
     at_revision(store, "0009")
     insert_limit(store, "emails", 3)
     store.enqueue("t", {"n": 1}, queue="emails")  # 0009's INSERT: no trace_context
@@ -56,7 +56,7 @@ def test_up_from_0009_keeps_limits_and_tasks_and_pauses_nothing(empty_url: str) 
 def test_down_to_0009_drops_pauses_that_limit_nothing_and_restores_the_check(
     empty_url: str,
 ) -> None:
-    store = jobq.Store(empty_url)
+    store = old_revision_store(empty_url)
     store.migrate()
     with store.engine.connect() as conn:
         head_ddl = jobq_ddl(conn)

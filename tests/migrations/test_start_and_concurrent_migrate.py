@@ -18,6 +18,7 @@ import jobq
 from jobq.dialects.base import Dialect
 from jobq.engine import migrations
 from tests.conftest import _drop_jobq_tables
+from tests.migrations.rows import old_revision_store
 from tests.migrations.test_migration_0006 import at_revision
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,7 +77,7 @@ def test_a_worker_on_an_older_revision_says_to_migrate_and_exits(
     empty_url: str, tmp_path: Path
 ) -> None:
     """At 0005 (no limit tables) a worker used to retry reading the limits forever."""
-    store = jobq.Store(empty_url)
+    store = old_revision_store(empty_url)
     at_revision(store, "0005")
     store.enqueue("ok", {}, lease=30)  # until 0007 a row must hold its lease
     store.dispose()
