@@ -17,7 +17,7 @@ from jobq.workflows.graph import Signature, SignatureApp
 
 #: Enqueue options of TaskFunction.enqueue; the leading underscore keeps them apart from
 #: the task's own arguments, which may not start with one.
-ENQUEUE_OPTIONS = ("_delay", "_run_at", "_priority", "_queue", "_connection")
+ENQUEUE_OPTIONS = ("_delay", "_run_at", "_priority", "_queue", "_fair_key", "_connection")
 
 
 def split_options(task: str, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -46,16 +46,19 @@ def enqueue_rows(
     **chosen: Any,
 ) -> list[int]:
     """The rows of App.enqueue_many: ``checked`` arguments, with the definition's options
-    but those ``chosen`` (queue, priority: None for the definition's; run_at, delay), in
-    ``connection``'s transaction if given; their ids, in order."""
+    but those ``chosen`` (queue, priority, fair_key: None for the definition's; run_at,
+    delay), in ``connection``'s transaction if given; their ids, in order."""
     options: dict[str, Any] = dict(
         queue=definition.queue if chosen["queue"] is None else chosen["queue"],
         priority=definition.priority if chosen["priority"] is None else chosen["priority"],
         run_at=chosen["run_at"], delay=chosen["delay"], retries=definition.retries,
         timeout=definition.timeout, connection=connection,
     )  # fmt: skip
+    fair_key = chosen.get("fair_key")
     if definition.unique is None and definition.lock is None:
-        return store.enqueue_many(definition.name, checked, **options)
+        if fair_key is not None or definition.fair_key is None:
+            return store.enqueue_many(definition.name, checked, fair_key=fair_key, **options)
+        return _by_fair_key(store, definition, checked, connection, options)
     # Keys differ per entry (all formatted before any row is written); each row goes on
     # its own, in one transaction.
     keys = [(definition.unique_key(a), definition.lock_key(a)) for a in checked]
@@ -67,6 +70,7 @@ def enqueue_rows(
                 arguments,
                 unique_key=unique_key,
                 lock_key=lock_key,
+                fair_key=fair_key if fair_key is not None else definition.fair_key_of(arguments),
                 **{**options, "connection": conn},
             )
             for arguments, (unique_key, lock_key) in zip(checked, keys, strict=True)
@@ -74,6 +78,35 @@ def enqueue_rows(
 
     with store.enqueuer.waiting(connection):  # one transaction: waits, tried again whole
         return store.db.write(enqueue_each, connection, atomic=True)
+
+
+def _by_fair_key(
+    store: Store,
+    definition: TaskDefinition,
+    checked: Sequence[dict[str, Any]],
+    connection: Connection | None,
+    options: dict[str, Any],
+) -> list[int]:
+    """enqueue_rows for a task whose fair_key template gives rows different keys: one bulk
+    insert per key (all keys formatted before any row is written), in one transaction;
+    the ids in the order of ``checked``."""
+    groups: dict[str | None, list[int]] = {}
+    for position, arguments in enumerate(checked):
+        groups.setdefault(definition.fair_key_of(arguments), []).append(position)
+
+    def enqueue_groups(conn: Connection) -> list[int]:
+        ids = [0] * len(checked)
+        for key, positions in groups.items():
+            rows = [checked[position] for position in positions]
+            written = store.enqueue_many(
+                definition.name, rows, fair_key=key, **{**options, "connection": conn}
+            )
+            for position, task_id in zip(positions, written, strict=True):
+                ids[position] = task_id
+        return ids
+
+    with store.enqueuer.waiting(connection):  # one transaction: waits, tried again whole
+        return store.db.write(enqueue_groups, connection, atomic=True)
 
 
 def signature(app: SignatureApp, definition: TaskDefinition, kwargs: dict[str, Any]) -> Signature:

@@ -9,7 +9,7 @@ import logging
 import sys
 import time
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,13 +19,16 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from jobq.core import tracing
+from jobq.core.enqueue_keys import fair_key_of, with_fair_settings
 from jobq.core.enqueue_wait import seconds_to_wait, waiting
+from jobq.core.hooks import Hooks
 from jobq.db.errors import InvalidOption, JobqError, PayloadTooLarge, first_line
 from jobq.db.payload import check_args, encode_args
 from jobq.db.prepared import Prepared
 from jobq.db.tasks import as_utc
 from jobq.db.validation import INT32, check_datetime, check_int, check_key, check_seconds
 from jobq.dialects.base import Dialect
+from jobq.dialects.row_values import optional_columns
 from jobq.engine.database import Database
 
 log = logging.getLogger("jobq.enqueue")
@@ -56,10 +59,13 @@ _LOAD_GAP = 60.0
 class Enqueuer:
     """enqueue and enqueue_many."""
 
-    def __init__(self, db: Database, dialect: Dialect, wait: float | None = None) -> None:
+    def __init__(
+        self, db: Database, dialect: Dialect, wait: float | None = None, hooks: Hooks | None = None
+    ) -> None:
         self.db = db
         self.dialect = dialect
         self._wait = seconds_to_wait(wait)
+        self.hooks = hooks or Hooks()
 
     @property
     def wait(self) -> float:
@@ -91,6 +97,7 @@ class Enqueuer:
         lease: float | None = None,
         unique_key: str | None = None,
         lock_key: str | None = None,
+        fair_key: str | None = None,
         connection: Connection | None = None,
     ) -> int:
         """Add one task and return its id; with ``unique_key``, the id of the task holding it.
@@ -113,6 +120,7 @@ class Enqueuer:
                 definition says).
             unique_key: at most one pending (waiting or running) task per key.
             lock_key: no two runs of one key at once.
+            fair_key: the key a fair queue shares its captures by (jobq.limits.fair).
             connection: a SQLAlchemy connection whose transaction the row is written in.
 
         Raises:
@@ -127,20 +135,26 @@ class Enqueuer:
             name, queue, priority, run_at, delay, retries, timeout, lease, unique_key, lock_key
         )
         params["new_args"] = checked
+        check_key("fair_key", fair_key)
         with waiting(self._wait, connection):
             room = self.db.room()
             text = encode_args(name, checked, room)
             if not room.fits(text):
                 what = f"The arguments of task {name!r}"
                 raise PayloadTooLarge(what=what, size=room.size(text), why=room.why)
-            if tracing.MODULE in sys.modules:  # the application traces (jobq[otel]): a span
-                with tracing.enqueue_span(name, queue) as span:
-                    task_id = self._insert(
-                        timing, params, unique_key, connection, span.trace_context
-                    )
-                    span.enqueued([task_id])
-                    return task_id
-            return self._insert(timing, params, unique_key, connection, None)
+
+            def write(conn: Connection | None) -> int:
+                wake = fair_key_of(self.hooks, params, queue, fair_key, conn)
+                if tracing.MODULE in sys.modules:  # the application traces (jobq[otel])
+                    with tracing.enqueue_span(name, queue) as span:
+                        task_id = self._insert(
+                            timing, params, unique_key, conn, span.trace_context, wake
+                        )
+                        span.enqueued([task_id])
+                        return task_id
+                return self._insert(timing, params, unique_key, conn, None, wake)
+
+            return with_fair_settings(self.hooks, connection, write)
 
     def _insert(
         self,
@@ -149,35 +163,53 @@ class Enqueuer:
         unique_key: str | None,
         connection: Connection | None,
         trace_context: dict[str, str] | None,
+        wake: Callable[[Connection], None] | None,
     ) -> int:
-        """Write the row of enqueue() and return its id; with ``unique_key``, the holder's."""
-        # Traced rows have statements of their own: untraced ones (every row, without
-        # jobq[otel]) keep theirs, with no column more to bind.
-        traced = trace_context is not None
-        if traced:
+        """Write the row of enqueue() and return its id; with ``unique_key``, the holder's;
+        ``wake``, in the same transaction (a fair queue's key)."""
+        if trace_context is not None:
             params["new_trace_context"] = trace_context
-        if unique_key is None:
-            key = ("insert traced" if traced else "insert", timing)
-            insert = self.db.prepare(key, lambda: self.dialect.insert_statement(timing, traced))
+        extra = optional_columns(params)
+        insert = self.db.prepare(
+            ("insert", timing, extra), lambda: self.dialect.insert_statement(timing, extra)
+        )
+        if unique_key is None and wake is None:
             task_id = self.db.insert(insert, params, connection=connection)[0]
             if connection is not None:
                 self.loaded(connection, 1)
             return task_id
 
         def insert_or_find(conn: Connection) -> int:
-            # Repeated in case the holder finishes between the insert and the look-up.
-            for _ in range(100):
-                task_id = self.dialect.insert_unique(conn, timing, params, traced)
-                if task_id is None:
-                    task_id = self.dialect.holder_of(conn, unique_key)
-                if task_id is not None:
-                    return task_id
-            raise RuntimeError(f"unique_key {unique_key!r} kept changing hands; try again")
+            if unique_key is None:
+                task_id = self.db.insert(insert, params, connection=conn)[0]
+            else:
+                task_id = self._insert_unique(conn, timing, params, extra, unique_key)
+            if wake is not None:
+                wake(conn)
+            return task_id
 
-        task_id = self.db.write(insert_or_find, connection)
+        task_id = self.db.write(insert_or_find, connection, atomic=wake is not None)
         if connection is not None:
             self.loaded(connection, 1)
         return task_id
+
+    def _insert_unique(
+        self,
+        conn: Connection,
+        timing: str,
+        params: dict[str, Any],
+        extra: tuple[str, ...],
+        unique_key: str,
+    ) -> int:
+        """Insert the row unless a row holds ``unique_key``; the new row's id or the holder's."""
+        # Repeated in case the holder finishes between the insert and the look-up.
+        for _ in range(100):
+            task_id = self.dialect.insert_unique(conn, timing, params, extra)
+            if task_id is None:
+                task_id = self.dialect.holder_of(conn, unique_key)
+            if task_id is not None:
+                return task_id
+        raise RuntimeError(f"unique_key {unique_key!r} kept changing hands; try again")
 
     def enqueue_many(
         self,
@@ -193,6 +225,7 @@ class Enqueuer:
         lease: float | None = None,
         unique_key: str | None = None,
         lock_key: str | None = None,
+        fair_key: str | None = None,
         connection: Connection | None = None,
     ) -> list[int]:
         """Add one task per entry of ``args_list`` sharing the options; their ids, in order.
@@ -214,7 +247,8 @@ class Enqueuer:
         row_bytes = _ROW_BYTES + 2 * sum(len(str(v)) for v in (name, queue, lock_key))
         options = dict(
             queue=queue, priority=priority, run_at=run_at, delay=delay, retries=retries,
-            timeout=timeout, lease=lease, lock_key=lock_key, connection=connection,
+            timeout=timeout, lease=lease, lock_key=lock_key, fair_key=fair_key,
+            connection=connection,
         )  # fmt: skip
         with waiting(self._wait, connection):
             batches = [
@@ -232,12 +266,19 @@ class Enqueuer:
             timing, params = self._new_row(
                 name, queue, priority, run_at, delay, retries, timeout, lease, None, lock_key
             )
-            if tracing.MODULE in sys.modules:  # the application traces (jobq[otel]): a span
-                with tracing.enqueue_span(name, queue) as span:
-                    ids = self._insert_many(timing, params, batches, connection, span.trace_context)
-                    span.enqueued(ids)
-            else:
-                ids = self._insert_many(timing, params, batches, connection, None)
+
+            def write(conn: Connection | None) -> list[int]:
+                wake = fair_key_of(self.hooks, params, queue, fair_key, conn)
+                if tracing.MODULE in sys.modules:  # the application traces (jobq[otel])
+                    with tracing.enqueue_span(name, queue) as span:
+                        ids = self._insert_many(
+                            timing, params, batches, conn, span.trace_context, wake
+                        )
+                        span.enqueued(ids)
+                        return ids
+                return self._insert_many(timing, params, batches, conn, None, wake)
+
+            ids = with_fair_settings(self.hooks, connection, write)
         self.loaded(connection, len(ids))  # after the block: not part of the enqueue
         return ids
 
@@ -248,28 +289,31 @@ class Enqueuer:
         batches: list[Any],
         connection: Connection | None,
         trace_context: dict[str, str] | None,
+        wake: Callable[[Connection], None] | None,
     ) -> list[int]:
-        """Write the rows of enqueue_many(), one statement per batch; their ids, in order."""
-        traced = trace_context is not None
-        if traced:
+        """Write the rows of enqueue_many(), one statement per batch, and ``wake`` (a fair
+        queue's key) in the same transaction; their ids, in order."""
+        if trace_context is not None:
             params["new_trace_context"] = trace_context
+        extra = optional_columns(params)
         insert = self.db.prepare(
-            ("insert many traced" if traced else "insert many", timing),
-            lambda: self.dialect.insert_many_statement(timing, traced),
+            ("insert many", timing, extra),
+            lambda: self.dialect.insert_many_statement(timing, extra),
         )
-        if len(batches) == 1 and connection is None:
-            ids = self._insert_batch(insert, params, batches[0])
-        else:
-            ids = self.db.write(
-                lambda conn: [
-                    task_id
-                    for batch in batches
-                    for task_id in self._insert_batch(insert, params, batch, conn)
-                ],
-                connection,
-                atomic=True,
-            )
-        return ids
+        if len(batches) == 1 and connection is None and wake is None:
+            return self._insert_batch(insert, params, batches[0])
+
+        def write(conn: Connection) -> list[int]:
+            ids = [
+                task_id
+                for batch in batches
+                for task_id in self._insert_batch(insert, params, batch, conn)
+            ]
+            if wake is not None:
+                wake(conn)
+            return ids
+
+        return self.db.write(write, connection, atomic=True)
 
     def loaded(self, connection: Connection | None, rows: int) -> None:
         """Count ``rows`` tasks just enqueued, in the caller's transaction (``connection``)

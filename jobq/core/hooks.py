@@ -12,6 +12,8 @@ whatever is registered and never names the capability:
 - ``ends_left_alone``: records the ends that the fenced end statements leave alone, and
   ``rescues``: what a rescue pass must also do (jobq.cron: recurring rows return to their
   schedule).
+- ``fair_keys``: the key a new row is stored with, and its key woken in the enqueue's
+  transaction, where its queue is fair (jobq.limits.fair: fair shares between keys).
 - ``after_cancel``, ``after_retry``, ``after_removal``: what follows when operators
   cancel, retry or bulk-remove tasks, in the same transaction (jobq.workflows again).
 
@@ -57,6 +59,28 @@ class CaptureFilter(Protocol):
         ...
 
 
+class FairKeys(Protocol):
+    """The keys of new rows of fair queues, and their wake-up in the enqueue's transaction."""
+
+    def key_of(
+        self, queue: str, fair_key: str | None, connection: Connection | None
+    ) -> tuple[str | None, bool]:
+        """The key a new row of ``queue`` given ``fair_key`` is stored with, and whether
+        its queue is fair (then a row without a key has the key '', the keyless rows' own);
+        anything read is read on ``connection``, the caller's, if given."""
+        ...
+
+    def refresh(self) -> None:
+        """Read the queues' settings now if this Store's copy of them is old, outside any
+        transaction (before an enqueue of its own), so that key_of need not read them."""
+        ...
+
+    def enqueued(self, conn: Connection, queue: str, keys: Sequence[str]) -> None:
+        """Rows of fair ``queue`` with ``keys`` are being written in ``conn``'s transaction:
+        wake their keys there."""
+        ...
+
+
 #: ``(ends, write, connection)``: run ``write(conn)``, which records ``ends`` and returns
 #: how many applied, and what those ends cause, in one transaction (``connection``'s, if
 #: given); how many applied.
@@ -74,6 +98,7 @@ class Hooks:
     """What capabilities registered on one TaskStore (see the module's docstring)."""
 
     capture_filter: CaptureFilter | None = None
+    fair_keys: FairKeys | None = None
     ends_in_workflow: EndsInWorkflow | None = None
     ends_left_alone: list[EndsLeftAlone] = field(default_factory=list)
     rescues: list[Callable[[], int]] = field(default_factory=list)

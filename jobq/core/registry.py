@@ -30,6 +30,8 @@ class TaskDefinition:
     unique: str | None = None
     #: Template of the lock_key, formatted from the arguments ("ledger:{holder_id}").
     lock: str | None = None
+    #: Template of the fair_key, formatted from the arguments ("{customer_id}").
+    fair_key: str | None = None
     #: Given as a policy or a number of seconds (a FixedBackoff); always a policy here.
     backoff: Backoff = field(default_factory=ExponentialBackoff)
 
@@ -57,7 +59,8 @@ class TaskDefinition:
                     reason=f"{self.name!r} has argument {parameter.name!r}; names starting "
                     "with '_' are reserved for enqueue options (_delay, _queue, ...)",
                 )
-        for option, template in (("unique", self.unique), ("lock", self.lock)):
+        templates = (("unique", self.unique), ("lock", self.lock), ("fair_key", self.fair_key))
+        for option, template in templates:
             if template is not None:
                 for field_name in _template_fields(option, template):
                     if field_name not in self.signature.parameters and not self._takes_any_kwargs:
@@ -124,7 +127,7 @@ class TaskDefinition:
 
     def row_options(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """The Store.enqueue options this definition gives a row of ``arguments`` (checked):
-        queue, priority, retries, timeout, unique and lock keys. Lease and backoff are not
+        queue, priority, retries, timeout, unique, lock and fair keys. Lease and backoff are not
         among them: the worker that runs the row applies its own definition's. The timeout
         is, so that `jobq status` and `jobq show` can tell a run past it from the row."""
         return {
@@ -134,6 +137,7 @@ class TaskDefinition:
             "timeout": self.timeout,
             "unique_key": self.unique_key(arguments),
             "lock_key": self.lock_key(arguments),
+            "fair_key": self.fair_key_of(arguments),
         }
 
     def unique_key(self, arguments: Mapping[str, Any]) -> str | None:
@@ -143,6 +147,10 @@ class TaskDefinition:
     def lock_key(self, arguments: Mapping[str, Any]) -> str | None:
         """The lock_key for these arguments, from the ``lock`` template."""
         return _format(self.name, "lock", self.lock, arguments)
+
+    def fair_key_of(self, arguments: Mapping[str, Any]) -> str | None:
+        """The fair_key for these arguments, from the ``fair_key`` template."""
+        return _format(self.name, "fair_key", self.fair_key, arguments)
 
 
 class Registry:

@@ -69,7 +69,7 @@ class TaskStore:
         self.hooks = Hooks()
         self._capabilities: dict[Callable[[TaskStore], Any], Any] = {}
         #: Enqueueing: new task rows, one or many per statement.
-        self.enqueuer = Enqueuer(self.db, self.dialect, enqueue_wait)
+        self.enqueuer = Enqueuer(self.db, self.dialect, enqueue_wait, self.hooks)
         self.enqueue = self.enqueuer.enqueue
         self.enqueue_many = self.enqueuer.enqueue_many
         #: The registry of live workers (jobq_workers).

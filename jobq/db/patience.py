@@ -167,13 +167,44 @@ def _outlasting_write(patience: Patience, attempt: Callable[[], _T]) -> _T:
         _looping.reset(token)
 
 
+@contextmanager
+def reading_for_a_write() -> Iterator[None]:
+    """A read that a write of the waiting_to_write() block around it needs first (the
+    settings it depends on): with a wait, it waits out an outage as a reader does, until
+    the write's deadline; without, it is tried once, as the write would be (a pooled
+    connection found dead before anything is sent is replaced). Should it fail, the error
+    says that nothing was written. Outside such a block, nothing changes."""
+    patience = writing()
+    if patience is None:
+        yield
+        return
+    deadline = patience.deadline
+    token = _patience.set(Patience(deadline)) if deadline.timeout else None
+    try:
+        yield
+    except DatabaseUnavailable as error:
+        if deadline.timeout:
+            raise _gave_up(error, deadline) from None
+        raise _nothing_written(error, error.context.get("reason")) from None
+    finally:
+        if token is not None:
+            _patience.reset(token)
+
+
 def _gave_up(error: DatabaseUnavailable, deadline: Deadline) -> DatabaseUnavailable:
     """``error``, saying how long the write waited, and that nothing was written."""
     waited = time.monotonic() - deadline.began
-    reason = f"{error.context.get('reason')} (waited {waited:.1f} s; nothing was written)"
+    return _nothing_written(
+        error, f"{error.context.get('reason')} (waited {waited:.1f} s; nothing was written)"
+    )
+
+
+def _nothing_written(error: DatabaseUnavailable, reason: object) -> DatabaseUnavailable:
+    """A DatabaseUnavailable of ``error``'s database and host, for ``reason``, that says
+    the write wrote nothing."""
     context = error.context
-    gave_up = DatabaseUnavailable(
+    unwritten = DatabaseUnavailable(
         database=context.get("database"), host=context.get("host"), reason=reason
     )
-    gave_up.nothing_written = True
-    return gave_up
+    unwritten.nothing_written = True
+    return unwritten

@@ -21,6 +21,16 @@ NEW_ROW_PARAMETERS = (
     "name", "queue_id", "priority", "retries_left", "lease", "timeout", "unique_key", "lock_key",
 )  # fmt: skip
 
+#: Columns of a new task bound only where given (``extra`` of new_row_values): a row
+#: without them keeps the statements it had before they existed, with nothing more to bind.
+OPTIONAL_ROW_PARAMETERS = ("trace_context", "fair_key")
+
+
+def optional_columns(params: dict[str, Any]) -> tuple[str, ...]:
+    """The optional columns a new row of ``params`` binds: those it has a value for. Rows
+    without (every row, without jobq[otel] or fair keys) keep their statements."""
+    return tuple(name for name in OPTIONAL_ROW_PARAMETERS if params.get(f"new_{name}") is not None)
+
 
 class Clock(Protocol):
     """The database's clock, as a dialect gives it (Dialect.now, Dialect.now_plus)."""
@@ -59,14 +69,15 @@ def capture_values(
     }
 
 
-def new_row_values(clock: Clock, timing: str, traced: bool = False) -> dict[str, Any]:
+def new_row_values(clock: Clock, timing: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """The column values of a new task: ``new_<column>`` parameters, constants, clock.
 
     ``timing`` says where run_at comes from: 'at' (``new_run_at``), 'delay'
-    (``new_delay`` seconds after the database's now) or 'now'. ``traced`` rows store
-    ``new_trace_context`` too; the others leave the column NULL with nothing to bind.
+    (``new_delay`` seconds after the database's now) or 'now'. ``extra`` names columns of
+    OPTIONAL_ROW_PARAMETERS the row binds too (``new_trace_context``, ``new_fair_key``);
+    the others stay NULL, with nothing to bind.
     """
-    columns = (*NEW_ROW_PARAMETERS, "trace_context") if traced else NEW_ROW_PARAMETERS
+    columns = (*NEW_ROW_PARAMETERS, *extra)
     values: dict[str, Any] = {
         column: sa.bindparam(f"new_{column}", type_=c[column].type) for column in columns
     }

@@ -129,8 +129,8 @@ def test_enqueue_without_an_app_says_what_it_could_not_apply(
     ok(done)
     assert done.stderr == (
         "warning: no app given (--app or $JOBQ_APP), so task 'report''s own priority, "
-        "retries, unique key, lock key from its @app.task definition could not be applied; "
-        "jobq's defaults stand where the command gave none\n"
+        "retries, unique key, fair key, lock key from its @app.task definition could not be "
+        "applied; jobq's defaults stand where the command gave none\n"
     )
     lines = write_lines(tmp_path / "tasks.jsonl", {"name": "report", "kwargs": {"day": "e"}})
     from_file = cli(db_url, "enqueue", "--file", lines)
