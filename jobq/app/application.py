@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from jobq.app.connections import adapted, refuse_unless_sqlalchemy
+from jobq.app.controls import Controls
 from jobq.app.enqueueing import enqueue_rows, given, signature, split_options, unknown_options
 from jobq.app.schedules import schedule_of
 from jobq.app.store import Store
@@ -23,13 +24,11 @@ from jobq.db.errors import InvalidOption, UnknownTask
 from jobq.db.validation import check_int
 from jobq.engine.database import database_url
 from jobq.lifecycle.handles import TaskHandle
-from jobq.limits import Limit, Rate
-from jobq.locks import AdvisoryLock, Lease, Mutex, TimeoutLock
 from jobq.workflows.graph import Signature
 from jobq.workflows.handle import WorkflowHandle
 
 
-class App:
+class App(Controls):
     """Tasks registered by name, and the Store they are enqueued into.
 
     The database URL is ``database_url``, else $JOBQ_DATABASE_URL, else sqlite:///jobq.db;
@@ -88,6 +87,7 @@ class App:
         priority: int = 0,
         unique: str | None = None,
         lock: str | None = None,
+        fair_key: str | None = None,
         backoff: Backoff | float | None = None,
     ) -> Any:
         """Make a sync or async function a TaskFunction: ``@app.task`` or ``@app.task(...)``.
@@ -102,6 +102,8 @@ class App:
             unique: a template formatted from the arguments (``"report:{day}"``): at most
                 one pending task per key.
             lock: a template like ``unique``: no two runs of one key at once.
+            fair_key: a template like ``unique`` (``"{customer_id}"``): the key a fair
+                queue shares its captures by (see FairQueues; ``_fair_key`` at enqueue).
             backoff: seconds before a retry, jobq.FixedBackoff or jobq.ExponentialBackoff.
 
         Raises:
@@ -114,7 +116,7 @@ class App:
             definition = TaskDefinition(
                 name=name or function.__name__, func=function, queue=queue, retries=retries,
                 timeout=timeout, lease=float(lease), priority=priority, unique=unique, lock=lock,
-                backoff=backoff_policy(name or function.__name__, backoff),
+                fair_key=fair_key, backoff=backoff_policy(name or function.__name__, backoff),
             )  # fmt: skip
             self.registry.add(definition)
             return TaskFunction(self, definition)
@@ -179,66 +181,6 @@ class App:
 
         return register
 
-    def set_limit(
-        self, queue: str, concurrency: int | None = None, rate: str | Rate | None = None
-    ) -> Limit | None:
-        """Limit ``queue`` to ``concurrency`` tasks at once and/or ``rate`` starts (``10/2s``).
-
-        Stored in the database, so every worker on every host obeys it within a second,
-        without a restart; it replaces the queue's previous limit, and returns it (a
-        jobq.limits.Limit). Running tasks are never stopped. With neither ``concurrency``
-        nor ``rate`` it clears the limit and returns None. ``rate`` is ``"10/2s"``,
-        ``"100/1m"``, ``"5/s"``... InvalidOption for an empty queue name, a count below 1
-        or a rate that does not parse.
-
-        Example:
-            ```python
-            import jobq
-            app = jobq.App()
-            app.migrate()
-            limit = app.set_limit("api-calls", concurrency=4, rate="10/2s")
-            assert str(limit) == "concurrency 4, rate 10/2s"
-            assert app.set_limit("api-calls") is None  # no limit any more
-            ```
-        """
-        if concurrency is None and rate is None:
-            self.store.queue_limits.clear_limit(queue)
-            return None
-        return self.store.queue_limits.set_limit(queue, concurrency=concurrency, rate=rate)
-
-    def pause_queue(self, queue: str) -> bool:
-        """Stop every worker taking tasks of ``queue`` from the commit on; running tasks
-        finish, waiting ones wait, enqueues still go in. False if it was paused already;
-        InvalidOption for an empty name. See jobq.limits.pause.Pauses.pause_queue."""
-        return self.store.pauses.pause_queue(queue)
-
-    def resume_queue(self, queue: str) -> bool:
-        """Let workers take tasks of ``queue`` again; False if it was not paused.
-        InvalidOption if ``queue`` is not a non-empty string."""
-        return self.store.pauses.resume_queue(queue)
-
-    def mutex(self, name: str, *, wait: float = 0.0) -> Mutex:
-        """A jobq.Mutex named ``name`` on this app's database: held until released, by
-        anyone. ``wait``: seconds ``acquire()`` and ``with`` keep trying (0: one try).
-        InvalidOption for an empty name or a negative ``wait``."""
-        return self.store.locks.mutex(name, wait=wait)
-
-    def timeout_lock(self, name: str, timeout: float, *, wait: float = 0.0) -> TimeoutLock:
-        """A jobq.TimeoutLock: acquired at most once per ``timeout`` seconds (> 0), by
-        anyone; ``wait`` as for mutex(). InvalidOption for a bad value."""
-        return self.store.locks.timeout_lock(name, timeout, wait=wait)
-
-    def lease(self, name: str, ttl: float, *, owner: str | None = None, wait: float = 0.0) -> Lease:
-        """A jobq.Lease: held by ``owner`` (default: a random token) until released or
-        ``ttl`` seconds (> 0) pass unrenewed; ``wait`` as for mutex(). InvalidOption for
-        a bad value."""
-        return self.store.locks.lease(name, ttl, owner=owner, wait=wait)
-
-    def advisory_lock(self, name: str, *, session: bool = False, wait: float = 0.0) -> AdvisoryLock:
-        """A jobq.AdvisoryLock: PostgreSQL's, for a transaction (or, with ``session``,
-        until released). RequiresPostgreSQL on SQLite or MySQL."""
-        return self.store.locks.advisory_lock(name, session=session, wait=wait)
-
     def definition(self, name: str) -> TaskDefinition:
         """The definition of the task registered as ``name``; UnknownTask if none is."""
         definition = self.registry.get(name)
@@ -256,6 +198,7 @@ class App:
         run_at: datetime | None = None,
         priority: int | None = None,
         queue: str | None = None,
+        fair_key: str | None = None,
         connection: Connection | None = None,
     ) -> TaskHandle:
         """Enqueue a run of the task registered as ``name``; its TaskHandle.
@@ -271,6 +214,8 @@ class App:
             delay: seconds from now before it may run; or ``run_at``, a datetime.
             priority: instead of the definition's.
             queue: instead of the definition's.
+            fair_key: the key a fair queue shares its captures by, instead of the one
+                the definition's ``fair_key`` template gives.
             connection: a SQLAlchemy connection whose transaction the row is written in
                 (it commits or rolls back with it), or an object an adapter of
                 jobq.app.connections takes (Django's, with jobq.contrib.django).
@@ -298,7 +243,7 @@ class App:
         definition = self.definition(name)
         arguments = definition.check_arguments(kwargs, json=False)  # Store.enqueue encodes
         options = definition.row_options(arguments)
-        options.update(given(queue=queue, priority=priority))
+        options.update(given(queue=queue, priority=priority, fair_key=fair_key))
         with adapted(connection, self.store) as conn:
             task_id = self.store.enqueue(
                 definition.name, arguments, run_at=run_at, delay=delay, connection=conn, **options
@@ -315,6 +260,7 @@ class App:
         run_at: datetime | None = None,
         priority: int | None = None,
         queue: str | None = None,
+        fair_key: str | None = None,
         connection: Connection | None = None,
     ) -> TaskHandle:
         """enqueue() for asyncio: the same arguments, checks, errors and TaskHandle; the loop
@@ -323,7 +269,7 @@ class App:
         refuse_unless_sqlalchemy(connection)
         enqueue = functools.partial(
             self.enqueue, name, kwargs, delay=delay, run_at=run_at, priority=priority,
-            queue=queue, connection=connection,
+            queue=queue, fair_key=fair_key, connection=connection,
         )  # fmt: skip
         return await asyncio.to_thread(enqueue)
 
@@ -351,6 +297,7 @@ class App:
         run_at: datetime | None = None,
         priority: int | None = None,
         queue: str | None = None,
+        fair_key: str | None = None,
         connection: Connection | None = None,
     ) -> list[TaskHandle]:
         """Enqueue task ``name`` once per entry of ``kwargs_list``, with enqueue()'s
@@ -362,7 +309,9 @@ class App:
         definition = self.definition(name)
         checked = [definition.check_arguments(kwargs) for kwargs in kwargs_list]
         with adapted(connection, self.store) as conn:
-            options = dict(queue=queue, priority=priority, run_at=run_at, delay=delay)
+            options = dict(
+                queue=queue, priority=priority, run_at=run_at, delay=delay, fair_key=fair_key
+            )
             ids = enqueue_rows(self.store, definition, checked, conn, **options)
         self._enqueued(connection)
         return [TaskHandle(task_id, self.store) for task_id in ids]
@@ -396,9 +345,10 @@ class TaskFunction:
         """Enqueue a run with these keyword arguments; its TaskHandle (an int: its id).
 
         Options start with an underscore so they never collide with the task's arguments:
-        ``_delay`` (seconds), ``_run_at`` (datetime), ``_priority``, ``_queue``, and
-        ``_connection`` (enqueue inside that SQLAlchemy connection's transaction: the task
-        exists only if it commits). Raises InvalidTaskArguments (arguments that do not fit
+        ``_delay`` (seconds), ``_run_at`` (datetime), ``_priority``, ``_queue``,
+        ``_fair_key`` (instead of the definition's template) and ``_connection`` (enqueue
+        inside that SQLAlchemy connection's transaction: the task exists only if it
+        commits). Raises InvalidTaskArguments (arguments that do not fit
         the function or are not JSON; nothing is written) or InvalidOption (a bad option).
         """
         options = split_options(self.name, kwargs)
@@ -426,7 +376,7 @@ class TaskFunction:
         self, kwargs_list: Iterable[Mapping[str, Any]], **options: Any
     ) -> list[TaskHandle]:
         """Enqueue one run per entry of ``kwargs_list``, sharing the underscore options
-        (``_delay``, ``_run_at``, ``_priority``, ``_queue``, ``_connection``); their
+        (``_delay``, ``_run_at``, ``_priority``, ``_queue``, ``_fair_key``, ``_connection``); their
         TaskHandles, in order. See App.enqueue_many.
 
         Raises:

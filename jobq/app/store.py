@@ -30,6 +30,7 @@ from jobq.core.retry import Backoff
 from jobq.core.store import TaskStore
 from jobq.cron.periodic import Periodic
 from jobq.lifecycle.admin import TaskAdmin
+from jobq.limits.fair import FairQueues
 from jobq.limits.pause import Pauses
 from jobq.limits.sql import Limits
 from jobq.locks import Locks
@@ -93,6 +94,7 @@ class Store(TaskStore):
         self.admin = self.capability(TaskAdmin)
         self.queue_limits = self.capability(Limits)
         self.pauses = self.capability(Pauses)
+        self.fair_queues = self.capability(FairQueues)
         self.retention = self.capability(QueueRetention)
         self.cron = self.capability(Periodic)
         self.workflows = self.capability(Workflows)

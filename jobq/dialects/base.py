@@ -22,6 +22,7 @@ from jobq.db.payload import encode_args_array
 from jobq.db.prepared import Prepared, RowReader
 from jobq.db.room import GIGABYTE, Room
 from jobq.dialects import error_kinds, health, liveness, notify, row_values, upserts
+from jobq.dialects.fair import FairStatements
 from jobq.dialects.leases import lease_of as lease_of
 from jobq.dialects.predicates import CapturePredicates
 from jobq.dialects.row_values import NEW_ROW_PARAMETERS as NEW_ROW_PARAMETERS
@@ -38,7 +39,7 @@ c = tasks.c
 READ_ONLY = "jobq_read_only"
 
 
-class Dialect(CapturePredicates):
+class Dialect(CapturePredicates, FairStatements):
     """One database's way of running jobq's statements. Subclasses register by ``name``."""
 
     name: ClassVar[str]
@@ -205,20 +206,20 @@ class Dialect(CapturePredicates):
         """
         return row_values.capture_values(self, named_leases=named_leases, now=now)
 
-    def new_row_values(self, timing: str, traced: bool = False) -> dict[str, Any]:
+    def new_row_values(self, timing: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
         """The column values of a new task: ``new_<column>`` parameters, constants, clock.
 
         ``timing`` says where run_at comes from: 'at' (``new_run_at``), 'delay'
-        (``new_delay`` seconds after the database's now) or 'now'. ``traced`` rows store
-        ``new_trace_context`` too; the others leave the column NULL with nothing to bind.
+        (``new_delay`` seconds after the database's now) or 'now'. ``extra``: the optional
+        columns the row binds too (row_values.OPTIONAL_ROW_PARAMETERS).
         """
-        return row_values.new_row_values(self, timing, traced)
+        return row_values.new_row_values(self, timing, extra)
 
-    def insert_statement(self, timing: str, traced: bool = False) -> sa.Executable:
+    def insert_statement(self, timing: str, extra: tuple[str, ...] = ()) -> sa.Executable:
         """INSERT of one task (parameters of new_row_values, plus ``new_args``) returning its id."""
-        return row_values.insert_one(self.new_row_values(timing, traced))
+        return row_values.insert_one(self.new_row_values(timing, extra))
 
-    def insert_many_statement(self, timing: str, traced: bool = False) -> sa.Executable:
+    def insert_many_statement(self, timing: str, extra: tuple[str, ...] = ()) -> sa.Executable:
         """INSERT of one task per element of the JSON array parameter ``args_array``.
 
         The rows share the parameters of new_row_values and come back as their ids, in
@@ -226,7 +227,7 @@ class Dialect(CapturePredicates):
         unrolls the array (measured on PostgreSQL: 4x faster than unnest of a text[],
         close to COPY).
         """
-        common = self.new_row_values(timing, traced)
+        common = self.new_row_values(timing, extra)
         rows = self.json_array_rows(sa.bindparam("args_array", type_=sa.Text))
         return row_values.insert_many(common, rows)
 
@@ -281,16 +282,16 @@ class Dialect(CapturePredicates):
     upsert_insert: ClassVar[Any] = None
 
     def insert_unique(
-        self, conn: Connection, timing: str, params: dict[str, Any], traced: bool = False
+        self, conn: Connection, timing: str, params: dict[str, Any], extra: tuple[str, ...] = ()
     ) -> int | None:
         """Insert unless a row holds ``new_unique_key``; the new id, or None on conflict.
 
         The partial unique index decides, not a read before the write, so it is race-free.
         """
         stmt = self.memo(
-            ("insert unique", timing, traced),
+            ("insert unique", timing, extra),
             lambda: upserts.insert_unique_statement(
-                self.upsert_insert, self.new_row_values(timing, traced)
+                self.upsert_insert, self.new_row_values(timing, extra)
             ),
         )
         return conn.execute(stmt, params).scalar()
@@ -298,13 +299,14 @@ class Dialect(CapturePredicates):
     def upsert_statement(
         self,
         table: sa.Table,
-        key: sa.Column[Any],
+        key: upserts.UpsertKey,
         values: dict[str, Any],
         update: dict[str, Any] | None = None,
         where: sa.ColumnElement[bool] | None = None,
     ) -> sa.Insert:
         """Insert a row of ``values`` into ``table``, or, where a row has the same ``key``
-        (and ``where`` holds for it), update it with ``update`` (default: ``values``).
+        (a column or several; and ``where`` holds for it), update it with ``update``
+        (default: ``values``).
 
         One atomic statement: concurrent callers, and a delete in between, never make it
         fail on the key.

@@ -21,7 +21,7 @@ transaction (error 1213), and Database.write runs it again.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -37,10 +37,12 @@ from jobq.db.room import Room
 from jobq.db.tasks import Status
 from jobq.dialects import mysql_errors
 from jobq.dialects.base import Dialect
+from jobq.dialects.fair import picked_ids, picked_params
 from jobq.dialects.mysql_ddl import partial_index_column
 from jobq.dialects.mysql_inserts import Rows, driver_cursor
 from jobq.dialects.mysql_updates import ordered_update
 from jobq.dialects.schema import locks, tasks
+from jobq.dialects.upserts import UpsertKey, key_columns
 
 c = tasks.c
 
@@ -166,24 +168,24 @@ class MySQLDialect(Dialect):
 
     # --- writes ---------------------------------------------------------------------
 
-    def new_row_values(self, timing: str, traced: bool = False) -> dict[str, Any]:
+    def new_row_values(self, timing: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
         # The constants inline: a multi-row insert would otherwise bind them once per row.
         return {
-            **super().new_row_values(timing, traced),
+            **super().new_row_values(timing, extra),
             "status": sa.literal_column(f"'{Status.QUEUED.value}'", sa.String),
             "attempt": sa.literal_column("0", sa.Integer),
             "recurring": sa.false(),
         }
 
-    def insert_statement(self, timing: str, traced: bool = False) -> sa.Executable:
+    def insert_statement(self, timing: str, extra: tuple[str, ...] = ()) -> sa.Executable:
         return sa.insert(tasks).values(
-            **self.new_row_values(timing, traced), args=sa.bindparam("new_args", type_=c.args.type)
+            **self.new_row_values(timing, extra), args=sa.bindparam("new_args", type_=c.args.type)
         )
 
-    def insert_many_statement(self, timing: str, traced: bool = False) -> sa.Executable:
+    def insert_many_statement(self, timing: str, extra: tuple[str, ...] = ()) -> sa.Executable:
         # One row, whose VALUES bind_batch repeats once per task (see mysql_inserts.Rows).
         return sa.insert(tasks).values(
-            **self.new_row_values(timing, traced), args=sa.bindparam("new_args", type_=sa.Text)
+            **self.new_row_values(timing, extra), args=sa.bindparam("new_args", type_=sa.Text)
         )
 
     def encode_batch(
@@ -209,17 +211,17 @@ class MySQLDialect(Dialect):
         return list(range(first, first + count * self._id_step, self._id_step))
 
     def insert_unique(
-        self, conn: Connection, timing: str, params: dict[str, Any], traced: bool = False
+        self, conn: Connection, timing: str, params: dict[str, Any], extra: tuple[str, ...] = ()
     ) -> int | None:
         # On a duplicate of the (emulated) unique index, LAST_INSERT_ID(id) makes the
         # holder's id the one the statement reports: insert-or-find in one statement,
         # reading the current row even inside a caller's REPEATABLE READ snapshot.
         stmt = self.memo(
-            ("insert unique", timing, traced),
+            ("insert unique", timing, extra),
             lambda: (
                 mysql.insert(tasks)
                 .values(
-                    **self.new_row_values(timing, traced),
+                    **self.new_row_values(timing, extra),
                     args=sa.bindparam("new_args", type_=c.args.type),
                 )
                 .on_duplicate_key_update(id=sa.func.last_insert_id(c.id))
@@ -230,7 +232,7 @@ class MySQLDialect(Dialect):
     def upsert_statement(
         self,
         table: sa.Table,
-        key: sa.Column[Any],
+        key: UpsertKey,
         values: dict[str, Any],
         update: dict[str, Any] | None = None,
         where: sa.ColumnElement[bool] | None = None,
@@ -239,7 +241,8 @@ class MySQLDialect(Dialect):
             # ON DUPLICATE KEY UPDATE has no WHERE; claim_lock does conditional takeovers.
             raise NotImplementedError("a conditional upsert on MySQL: see claim_lock")
         if update is None:
-            update = {name: value for name, value in values.items() if name != key.name}
+            names = {column.name for column in key_columns(key)}
+            update = {name: value for name, value in values.items() if name not in names}
         return mysql.insert(table).values(**values).on_duplicate_key_update(**update)
 
     def json_from_text(self, text: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
@@ -285,27 +288,54 @@ class MySQLDialect(Dialect):
             lambda: self.capturable_ids(self.now(), queue_count, unlimited_only),
         )
         ids = [row[0] for row in _run(conn, pick, params)]
+
+        def values() -> dict[str, Any]:
+            now = self.now() if unlimited_only else self.clock()
+            return self.capture_values(named_leases=named_leases, now=now)
+
+        return self._take_ids(conn, ids, ("capture", named_leases, unlimited_only), values, params)
+
+    def fair_member(self, rows: sa.Select[Any], position: int) -> sa.Select[Any]:
+        return rows.with_for_update(skip_locked=True)  # as capture_branch
+
+    def capture_ids(
+        self,
+        conn: Connection,
+        ids: Sequence[int],
+        named_leases: int | None,
+        params: dict[str, Any],
+    ) -> Sequence[Sequence[Any]]:
+        return self._take_ids(
+            conn, list(ids), ("fair", named_leases),
+            lambda: self.fair_capture_values(named_leases), params,
+        )  # fmt: skip
+
+    def _take_ids(
+        self,
+        conn: Connection,
+        ids: list[int],
+        shape: tuple[Any, ...],
+        values: Callable[[], dict[str, Any]],
+        params: dict[str, Any],
+    ) -> Sequence[Sequence[Any]]:
+        """Capture the rows ``ids`` (locked) with the SET clause ``values()`` and read them."""
         if not ids:
             return []
         # IN lists of a few fixed widths, padded with the last id: a handful of statement
         # shapes for any limit. (An IN (SELECT ...) would scan the table on MariaDB.)
-        width = 1 << (len(ids) - 1).bit_length()
-        picked = {f"picked_{i}": ids[min(i, len(ids) - 1)] for i in range(width)}
+        width, picked = picked_ids(ids)
         take = self._prepared(
             conn,
-            ("capture take", named_leases, unlimited_only, width),
+            ("capture take", *shape, width),
             lambda: ordered_update(
-                sa.update(tasks).where(c.id.in_(_picked(width))),
-                self.capture_values(
-                    named_leases=named_leases, now=self.now() if unlimited_only else self.clock()
-                ),
+                sa.update(tasks).where(c.id.in_(picked_params(width))), values()
             ),
         )
         conn.exec_driver_sql(take.sql, take.parameters({**params, **picked}))
         read = self._prepared(
             conn,
             ("capture read", width),
-            lambda: sa.select(tasks).where(c.id.in_(_picked(width))),
+            lambda: sa.select(tasks).where(c.id.in_(picked_params(width))),
         )
         return _run(conn, read, picked)
 
@@ -386,10 +416,6 @@ def _pymysql_conversions() -> dict[Any, Any]:
             return converters.convert_datetime(value)
 
     return {**converters.conversions, FIELD_TYPE.DATETIME: to_datetime}
-
-
-def _picked(width: int) -> list[sa.BindParameter[int]]:
-    return [sa.bindparam(f"picked_{i}", type_=sa.BigInteger) for i in range(width)]
 
 
 def _run(conn: Connection, prepared: Prepared, values: Mapping[str, Any]) -> Sequence[Any]:

@@ -19,6 +19,7 @@ from jobq.db.prepared import RowReader
 from jobq.dialects import liveness
 from jobq.dialects.base import Dialect
 from jobq.dialects.leases import lease_of
+from jobq.dialects.postgresql_fair import LateralFairRows
 from jobq.dialects.postgresql_listen import CHANNEL, ENDED_CHANNEL, start_listening
 from jobq.dialects.schema import LOCK_KEY_HELD, task_edges, tasks
 from jobq.dialects.session_lock import MIGRATION_LOCK, release_session_lock
@@ -65,7 +66,7 @@ def _utc(dbapi_connection: Any, _record: Any = None) -> None:
     dbapi_connection.commit()
 
 
-class PostgresDialect(Dialect):
+class PostgresDialect(LateralFairRows, Dialect):
     name = "postgresql"
     #: postgres:// is what many hosting platforms hand out (Heroku's DATABASE_URL, say);
     #: SQLAlchemy stopped reading it as PostgreSQL in 1.4.

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from jobq.db.tasks import Leases, Task
 
-__all__ = ["Limit", "LimitedQueues", "Limiter", "Rate", "parse_rate"]
+__all__ = ["FairShare", "Limit", "LimitedQueues", "Limiter", "Rate", "parse_rate"]
 
 #: The largest count or concurrency: the columns are 32-bit integers.
 MAX_COUNT = 2**31 - 1
@@ -110,6 +110,28 @@ class Limit:
             parts.append(f"concurrency {self.concurrency}")
         if self.rate is not None:
             parts.append(f"rate {self.rate}")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class FairShare:
+    """How a fair queue shares its captures between fair keys (jobq.limits.fair): a key
+    without a weight of its own has ``default_weight``; at most ``max_running_per_key``
+    runs of one key at once (None: no cap)."""
+
+    queue: str
+    default_weight: int = 1
+    max_running_per_key: int | None = None
+
+    def __post_init__(self) -> None:
+        check_count("default_weight", self.default_weight)
+        if self.max_running_per_key is not None:
+            check_count("max_running_per_key", self.max_running_per_key)
+
+    def __str__(self) -> str:
+        parts = [f"fair, default weight {self.default_weight}"]
+        if self.max_running_per_key is not None:
+            parts.append(f"at most {self.max_running_per_key} running per key")
         return ", ".join(parts)
 
 

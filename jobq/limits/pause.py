@@ -81,7 +81,7 @@ class Pauses:
 
         def resume(conn: Connection) -> bool:
             paused = sa.and_(lc.queue == queue, lc.paused)
-            unlimited = sa.and_(lc.concurrency.is_(None), lc.rate_count.is_(None))
+            unlimited = sa.and_(lc.concurrency.is_(None), lc.rate_count.is_(None), sa.not_(lc.fair))
             resumed = conn.execute(sa.delete(limits).where(paused, unlimited)).rowcount
             if not resumed:
                 update = sa.update(limits).where(paused).values(paused=False)

@@ -21,7 +21,8 @@ from sqlalchemy.engine import Connection
 from jobq.db.tasks import Leases, Status, Task
 from jobq.db.validation import check_key
 from jobq.dialects.schema import limit_starts, limits, status_is, tasks, waiting
-from jobq.limits import Limit, LimitedQueues, Rate, parse_rate
+from jobq.limits import FairShare, Limit, LimitedQueues, Rate, parse_rate
+from jobq.limits.fair_capture import FairCapture
 
 if TYPE_CHECKING:
     from jobq.core.store import TaskStore
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
 c = tasks.c
 lc = limits.c
 sc = limit_starts.c
+
+#: When jobq_limits was read, its limits, paused queues and fair queues (see Limits).
+_Cached = tuple[float, dict[str, Limit], frozenset[str], dict[str, FairShare]]
 
 #: Seconds a Store trusts its copy of jobq_limits before reading it again. A queue limited
 #: meanwhile is already left out of every capture (the statement reads the table itself);
@@ -63,8 +67,11 @@ class Limits:
         self.store = store
         self.db = store.db
         self.dialect = store.dialect
-        #: When jobq_limits was read, its limits (of paused queues too), and the paused queues.
-        self._limits_cache: tuple[float, dict[str, Limit], frozenset[str]] | None = None
+        #: When jobq_limits was read, its limits (of paused queues too), the paused queues,
+        #: and the fair queues' shares.
+        self._limits_cache: _Cached | None = None
+        #: The captures of fair queues (jobq.limits.fair_capture).
+        self.fair_capture = FairCapture(store)
         #: Seconds the limits read may be relied on, when not LIMITS_REFRESH: an idle worker
         #: sets more for its looks (jobq.worker.pacing.IDLE_LIMITS_AGE).
         self.limits_max_age: float | None = None
@@ -77,8 +84,14 @@ class Limits:
     # --- the capture filter (jobq.core.hooks) -----------------------------------------
 
     def filtered(self, names: Sequence[str] | None) -> Mapping[str, Any]:
-        """The hook capture_filter's first part: limited_queues(names)."""
-        return self.limited_queues(names)
+        """The hook capture_filter's first part: limited_queues(names), and the fair queues
+        among ``names`` that are neither limited nor paused (their FairShare)."""
+        filtered: dict[str, Limit | FairShare] = dict(self.limited_queues(names))
+        _, _, paused, fair = self._cached_limits()
+        for name in fair if names is None else [name for name in names if name in fair]:
+            if name not in paused and name not in filtered:
+                filtered[name] = fair[name]
+        return filtered
 
     def withheld(self, names: Sequence[str]) -> bool:
         """The hook capture_filter's second part: withheld_queues(names)."""
@@ -94,10 +107,21 @@ class Limits:
         lease: float | Leases | None,
     ) -> list[Task]:
         """The hook capture_filter's capture: the ``filtered`` queues' tasks, at most
-        ``limit``, as ``limiter`` allows (None: the database's own limits)."""
-        return (limiter or SQL_LIMITER).capture(
-            self, filtered, limit, worker_id=worker_id, lease=lease
+        ``limit``, as ``limiter`` allows (None: the database's own limits); then those of
+        fair queues without a limit."""
+        limited = {queue: got for queue, got in filtered.items() if isinstance(got, Limit)}
+        captured = (
+            (limiter or SQL_LIMITER).capture(self, limited, limit, worker_id=worker_id, lease=lease)
+            if limited
+            else []
         )
+        for queue, got in filtered.items():
+            if isinstance(got, FairShare) and len(captured) < limit:
+                wanted = limit - len(captured)
+                captured += self.capture_within_limit(
+                    queue, wanted, worker_id=worker_id, lease=lease
+                )
+        return captured
 
     # --- definitions ---------------------------------------------------------------
 
@@ -151,8 +175,9 @@ class Limits:
 
         def clear(conn: Connection) -> int:
             ours = sa.and_(lc.queue == queue, _has_limit())
-            cleared = conn.execute(sa.delete(limits).where(ours, sa.not_(lc.paused))).rowcount
-            if not cleared:  # a paused queue keeps its row, for the pause
+            alone = sa.not_(sa.or_(lc.paused, lc.fair))
+            cleared = conn.execute(sa.delete(limits).where(ours, alone)).rowcount
+            if not cleared:  # a paused or fair queue keeps its row, for the pause or fairness
                 cleared = conn.execute(
                     sa.update(limits)
                     .where(ours, lc.paused)
@@ -176,12 +201,20 @@ class Limits:
         """Every queue's limit, by queue name (a paused queue's too, if it has one)."""
         return self._limit_rows()[0]
 
-    def _limit_rows(self) -> tuple[dict[str, Limit], frozenset[str]]:
-        """jobq_limits as read now: the limits by queue, and the paused queues."""
-        with self.db.unit(read_only=True) as conn:
-            rows = conn.execute(sa.select(limits).order_by(lc.queue)).all()
+    def _limit_rows(
+        self, connection: Connection | None = None
+    ) -> tuple[dict[str, Limit], frozenset[str], dict[str, FairShare]]:
+        """jobq_limits as read now (on ``connection``, in its transaction, if given): the
+        limits by queue, the paused queues, the fair ones."""
+        stmt = sa.select(limits).order_by(lc.queue)
+        if connection is not None:
+            rows = connection.execute(stmt).all()
+        else:
+            with self.db.unit(read_only=True) as conn:
+                rows = conn.execute(stmt).all()
         found = {row.queue: _limit_of(row) for row in rows if _limited(row)}
-        return found, frozenset(row.queue for row in rows if row.paused)
+        fair = {row.queue: share_of(row) for row in rows if row.fair}
+        return found, frozenset(row.queue for row in rows if row.paused), fair
 
     def limit_usage(self) -> dict[str, tuple[int, int]]:
         """For each limited (or paused) queue: (tasks running now, starts within its rate
@@ -208,21 +241,31 @@ class Limits:
     def limited_queues(self, names: Sequence[str] | None = None) -> dict[str, Limit]:
         """The limits of ``names`` (None: every queue) that are not paused: what limiters
         capture from, as read at most LIMITS_REFRESH s ago."""
-        _, found, paused = self._cached_limits()
+        _, found, paused, _ = self._cached_limits()
         wanted = found if names is None else [name for name in names if name in found]
         return {name: found[name] for name in wanted if name not in paused}
 
     def withheld_queues(self, names: Sequence[str]) -> bool:
         """Whether every queue of ``names`` is limited or paused (as read at most
         LIMITS_REFRESH s ago): then no capture of unlimited queues can take anything."""
-        _, found, paused = self._cached_limits()
-        return all(name in found or name in paused for name in names)
+        _, found, paused, fair = self._cached_limits()
+        return all(name in found or name in paused or name in fair for name in names)
 
-    def _cached_limits(self) -> tuple[float, dict[str, Limit], frozenset[str]]:
+    def fair_shares(self, connection: Connection | None = None) -> dict[str, FairShare]:
+        """The fair queues' shares, as read at most LIMITS_REFRESH s ago (if read now, on
+        ``connection``: an enqueue's, in its caller's transaction)."""
+        return self._cached_limits(connection)[3]
+
+    def stale(self) -> bool:
+        """Whether the next read of this Store's copy of jobq_limits reads the table."""
         cached = self._limits_cache
         max_age = self.limits_max_age or LIMITS_REFRESH
-        if cached is None or time.monotonic() - cached[0] > max_age:
-            cached = self._limits_cache = (time.monotonic(), *self._limit_rows())
+        return cached is None or time.monotonic() - cached[0] > max_age
+
+    def _cached_limits(self, connection: Connection | None = None) -> _Cached:
+        cached = self._limits_cache
+        if cached is None or self.stale():
+            cached = self._limits_cache = (time.monotonic(), *self._limit_rows(connection))
         return cached
 
     def limited_waiting(self, names: Sequence[str] | None = None) -> bool:
@@ -257,8 +300,10 @@ class Limits:
 
         def capture(conn: Connection) -> list[Task]:
             row = conn.execute(sa.select(limits).where(lc.queue == queue).with_for_update()).first()
-            if row is None or row.paused or not _limited(row):
+            if row is None or row.paused or not (_limited(row) or row.fair):
                 return []
+            if not _limited(row):  # a fair queue without a limit
+                return self._take(conn, row, wanted, worker_id, lease)
             limit = _limit_of(row)
             # The time after the lock was granted: a transaction's now() on PostgreSQL is
             # when it began, which may be long before, while it waited for the lock.
@@ -277,9 +322,7 @@ class Limits:
                 room = min(room, self._rate_room(conn, queue, limit.rate, clock))
             if room <= 0:
                 return []
-            captured = self.store.capturer.take(
-                conn, room, [queue], worker_id, lease, unlimited_only=False
-            )
+            captured = self._take(conn, row, room, worker_id, lease)
             if limit.rate is not None and captured:
                 # One start per captured row, at its start time (the clock, after the lock).
                 starts = sa.select(sa.literal(queue, sa.String), c.started_at).where(
@@ -307,10 +350,32 @@ class Limits:
         """Capture at most ``wanted`` tasks of ``queue`` whether or not it is limited.
 
         For a limiter that enforces the limit elsewhere and has granted ``wanted`` runs.
-        Nothing from a paused queue, however recently paused.
+        Nothing from a paused queue, however recently paused. A fair queue's are captured
+        by their keys' turns, its jobq_limits row locked.
         """
+        if queue not in self.fair_shares():
+            return self.store.capturer.take(
+                None, wanted, [queue], worker_id, lease, unlimited_only=False
+            )
+
+        def capture(conn: Connection) -> list[Task]:
+            row = conn.execute(sa.select(limits).where(lc.queue == queue).with_for_update()).first()
+            if row is None or row.paused:
+                return []
+            return self._take(conn, row, wanted, worker_id, lease)
+
+        return self.db.write(capture, atomic=True)
+
+    def _take(
+        self, conn: Connection, row: Any, room: int, worker_id: str, lease: float | Leases | None
+    ) -> list[Task]:
+        """Capture at most ``room`` tasks of ``row``'s queue in ``conn``'s transaction, which
+        holds the row locked: by their keys' turns if the queue is fair."""
+        if row.fair:
+            share = share_of(row)
+            return self.fair_capture.take(conn, share, room, worker_id=worker_id, lease=lease)
         return self.store.capturer.take(
-            None, wanted, [queue], worker_id, lease, unlimited_only=False
+            conn, room, [row.queue], worker_id, lease, unlimited_only=False
         )
 
 
@@ -362,6 +427,11 @@ def _has_limit() -> sa.ColumnElement[bool]:
 
 def _limited(row: Any) -> bool:
     return row.concurrency is not None or row.rate_count is not None
+
+
+def share_of(row: Any) -> FairShare:
+    """The FairShare of a fair queue's jobq_limits row."""
+    return FairShare(row.queue, row.default_weight or 1, row.max_running_per_key)
 
 
 def _limit_of(row: Any) -> Limit:

@@ -104,6 +104,7 @@ class Upkeep:
             self._next_housekeeping = now + HOUSEKEEPING_INTERVALS * self.interval
             self._purge_leases()
             self._forget_workers()
+            self._settle_fair_queues()
 
     def resign(self) -> None:
         """Give the lease up (the worker is stopping), so another takes over at once."""
@@ -143,6 +144,18 @@ class Upkeep:
             return
         if purged:
             log.info("purged %d expired lease(s)", purged)
+
+    def _settle_fair_queues(self) -> None:
+        """Give each fair queue's rows written without its knowledge their keys, and wake
+        the keys of rows made to wait again without an enqueue (jobq.limits.fair.settle)."""
+        fair_queues = self.store.fair_queues
+        try:
+            settled = sum(fair_queues.settle(queue) for queue in fair_queues.shares())
+        except JobqError as error:
+            self._failed("settling fair queues", error)
+            return
+        if settled:
+            log.info("settled %d row(s) and key(s) of fair queues", settled)
 
     def _forget_workers(self) -> None:
         """Drop the registry rows of workers unseen for FORGET_AFTER s: they died without

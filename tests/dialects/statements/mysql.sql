@@ -1,6 +1,4 @@
 -- capture every queue
-SELECT jobq_limits.queue, jobq_limits.concurrency, jobq_limits.rate_count, jobq_limits.rate_period, jobq_limits.generation, jobq_limits.updated_at, jobq_limits.paused 
-FROM jobq_limits ORDER BY jobq_limits.queue;
 SELECT capturable.id 
 FROM ((SELECT jobq_tasks.id AS id, jobq_tasks.priority AS priority, jobq_tasks.run_at AS run_at 
 FROM jobq_tasks 
@@ -19,7 +17,7 @@ FROM jobq_limits)) ORDER BY jobq_tasks.priority DESC, jobq_tasks.run_at, jobq_ta
  LIMIT %(limit)s FOR UPDATE SKIP LOCKED)) AS capturable ORDER BY capturable.priority DESC, capturable.run_at, capturable.id 
  LIMIT %(limit)s;
 UPDATE jobq_tasks SET retries_left=CASE WHEN (jobq_tasks.status = 'failed' OR jobq_tasks.status = 'in_progress') THEN jobq_tasks.retries_left - %(retries_left_1)s ELSE jobq_tasks.retries_left END, attempt=(jobq_tasks.attempt + %(attempt_1)s), locked_by=%(worker_id)s, locked_until=timestampadd(MICROSECOND, round(coalesce(jobq_tasks.lease, %(lease_default)s) * %(coalesce_1)s), utc_timestamp(6)), started_at=utc_timestamp(6), finished_at=%(finished_at)s, status=%(status)s WHERE jobq_tasks.id IN (%(picked_0)s);
-SELECT jobq_tasks.id, jobq_tasks.queue_id, jobq_tasks.name, jobq_tasks.args, jobq_tasks.status, jobq_tasks.priority, jobq_tasks.run_at, jobq_tasks.retries_left, jobq_tasks.attempt, jobq_tasks.lease, jobq_tasks.timeout, jobq_tasks.locked_by, jobq_tasks.locked_until, jobq_tasks.unique_key, jobq_tasks.lock_key, jobq_tasks.result, jobq_tasks.error, jobq_tasks.recurring, jobq_tasks.created_at, jobq_tasks.started_at, jobq_tasks.finished_at, jobq_tasks.progress, jobq_tasks.cancel_requested_at, jobq_tasks.awaited, jobq_tasks.trace_context, jobq_tasks.workflow_id 
+SELECT jobq_tasks.id, jobq_tasks.queue_id, jobq_tasks.name, jobq_tasks.args, jobq_tasks.status, jobq_tasks.priority, jobq_tasks.run_at, jobq_tasks.retries_left, jobq_tasks.attempt, jobq_tasks.lease, jobq_tasks.timeout, jobq_tasks.locked_by, jobq_tasks.locked_until, jobq_tasks.unique_key, jobq_tasks.lock_key, jobq_tasks.result, jobq_tasks.error, jobq_tasks.recurring, jobq_tasks.created_at, jobq_tasks.started_at, jobq_tasks.finished_at, jobq_tasks.progress, jobq_tasks.cancel_requested_at, jobq_tasks.awaited, jobq_tasks.trace_context, jobq_tasks.workflow_id, jobq_tasks.fair_key 
 FROM jobq_tasks 
 WHERE jobq_tasks.id IN (%(picked_0)s);
 
@@ -42,7 +40,7 @@ FROM jobq_limits)) ORDER BY jobq_tasks.priority DESC, jobq_tasks.run_at, jobq_ta
  LIMIT %(limit)s FOR UPDATE SKIP LOCKED)) AS capturable ORDER BY capturable.priority DESC, capturable.run_at, capturable.id 
  LIMIT %(limit)s;
 UPDATE jobq_tasks SET retries_left=CASE WHEN (jobq_tasks.status = 'failed' OR jobq_tasks.status = 'in_progress') THEN jobq_tasks.retries_left - %(retries_left_1)s ELSE jobq_tasks.retries_left END, attempt=(jobq_tasks.attempt + %(attempt_1)s), locked_by=%(worker_id)s, locked_until=timestampadd(MICROSECOND, round(coalesce(jobq_tasks.lease, %(lease_default)s) * %(coalesce_1)s), utc_timestamp(6)), started_at=utc_timestamp(6), finished_at=%(finished_at)s, status=%(status)s WHERE jobq_tasks.id IN (%(picked_0)s, %(picked_1)s);
-SELECT jobq_tasks.id, jobq_tasks.queue_id, jobq_tasks.name, jobq_tasks.args, jobq_tasks.status, jobq_tasks.priority, jobq_tasks.run_at, jobq_tasks.retries_left, jobq_tasks.attempt, jobq_tasks.lease, jobq_tasks.timeout, jobq_tasks.locked_by, jobq_tasks.locked_until, jobq_tasks.unique_key, jobq_tasks.lock_key, jobq_tasks.result, jobq_tasks.error, jobq_tasks.recurring, jobq_tasks.created_at, jobq_tasks.started_at, jobq_tasks.finished_at, jobq_tasks.progress, jobq_tasks.cancel_requested_at, jobq_tasks.awaited, jobq_tasks.trace_context, jobq_tasks.workflow_id 
+SELECT jobq_tasks.id, jobq_tasks.queue_id, jobq_tasks.name, jobq_tasks.args, jobq_tasks.status, jobq_tasks.priority, jobq_tasks.run_at, jobq_tasks.retries_left, jobq_tasks.attempt, jobq_tasks.lease, jobq_tasks.timeout, jobq_tasks.locked_by, jobq_tasks.locked_until, jobq_tasks.unique_key, jobq_tasks.lock_key, jobq_tasks.result, jobq_tasks.error, jobq_tasks.recurring, jobq_tasks.created_at, jobq_tasks.started_at, jobq_tasks.finished_at, jobq_tasks.progress, jobq_tasks.cancel_requested_at, jobq_tasks.awaited, jobq_tasks.trace_context, jobq_tasks.workflow_id, jobq_tasks.fair_key 
 FROM jobq_tasks 
 WHERE jobq_tasks.id IN (%(picked_0)s, %(picked_1)s);
 
@@ -65,7 +63,7 @@ FROM jobq_limits)) ORDER BY jobq_tasks.priority DESC, jobq_tasks.run_at, jobq_ta
  LIMIT %(limit)s FOR UPDATE SKIP LOCKED)) AS capturable ORDER BY capturable.priority DESC, capturable.run_at, capturable.id 
  LIMIT %(limit)s;
 UPDATE jobq_tasks SET retries_left=CASE WHEN (jobq_tasks.status = 'failed' OR jobq_tasks.status = 'in_progress') THEN jobq_tasks.retries_left - %(retries_left_1)s ELSE jobq_tasks.retries_left END, attempt=(jobq_tasks.attempt + %(attempt_1)s), locked_by=%(worker_id)s, locked_until=timestampadd(MICROSECOND, round(coalesce(jobq_tasks.lease, CASE WHEN (jobq_tasks.name = %(lease_name_0)s) THEN %(lease_value_0)s ELSE %(lease_default)s END) * %(coalesce_1)s), utc_timestamp(6)), started_at=utc_timestamp(6), finished_at=%(finished_at)s, status=%(status)s WHERE jobq_tasks.id IN (%(picked_0)s);
-SELECT jobq_tasks.id, jobq_tasks.queue_id, jobq_tasks.name, jobq_tasks.args, jobq_tasks.status, jobq_tasks.priority, jobq_tasks.run_at, jobq_tasks.retries_left, jobq_tasks.attempt, jobq_tasks.lease, jobq_tasks.timeout, jobq_tasks.locked_by, jobq_tasks.locked_until, jobq_tasks.unique_key, jobq_tasks.lock_key, jobq_tasks.result, jobq_tasks.error, jobq_tasks.recurring, jobq_tasks.created_at, jobq_tasks.started_at, jobq_tasks.finished_at, jobq_tasks.progress, jobq_tasks.cancel_requested_at, jobq_tasks.awaited, jobq_tasks.trace_context, jobq_tasks.workflow_id 
+SELECT jobq_tasks.id, jobq_tasks.queue_id, jobq_tasks.name, jobq_tasks.args, jobq_tasks.status, jobq_tasks.priority, jobq_tasks.run_at, jobq_tasks.retries_left, jobq_tasks.attempt, jobq_tasks.lease, jobq_tasks.timeout, jobq_tasks.locked_by, jobq_tasks.locked_until, jobq_tasks.unique_key, jobq_tasks.lock_key, jobq_tasks.result, jobq_tasks.error, jobq_tasks.recurring, jobq_tasks.created_at, jobq_tasks.started_at, jobq_tasks.finished_at, jobq_tasks.progress, jobq_tasks.cancel_requested_at, jobq_tasks.awaited, jobq_tasks.trace_context, jobq_tasks.workflow_id, jobq_tasks.fair_key 
 FROM jobq_tasks 
 WHERE jobq_tasks.id IN (%(picked_0)s);
 
@@ -88,7 +86,7 @@ FROM jobq_limits)) ORDER BY jobq_tasks.priority DESC, jobq_tasks.run_at, jobq_ta
  LIMIT %(limit)s FOR UPDATE SKIP LOCKED)) AS capturable ORDER BY capturable.priority DESC, capturable.run_at, capturable.id 
  LIMIT %(limit)s;
 UPDATE jobq_tasks SET retries_left=CASE WHEN (jobq_tasks.status = 'failed' OR jobq_tasks.status = 'in_progress') THEN jobq_tasks.retries_left - %(retries_left_1)s ELSE jobq_tasks.retries_left END, attempt=(jobq_tasks.attempt + %(attempt_1)s), locked_by=%(worker_id)s, locked_until=timestampadd(MICROSECOND, round(%(lease_seconds)s * %(param_1)s), utc_timestamp(6)), started_at=utc_timestamp(6), finished_at=%(finished_at)s, status=%(status)s WHERE jobq_tasks.id IN (%(picked_0)s);
-SELECT jobq_tasks.id, jobq_tasks.queue_id, jobq_tasks.name, jobq_tasks.args, jobq_tasks.status, jobq_tasks.priority, jobq_tasks.run_at, jobq_tasks.retries_left, jobq_tasks.attempt, jobq_tasks.lease, jobq_tasks.timeout, jobq_tasks.locked_by, jobq_tasks.locked_until, jobq_tasks.unique_key, jobq_tasks.lock_key, jobq_tasks.result, jobq_tasks.error, jobq_tasks.recurring, jobq_tasks.created_at, jobq_tasks.started_at, jobq_tasks.finished_at, jobq_tasks.progress, jobq_tasks.cancel_requested_at, jobq_tasks.awaited, jobq_tasks.trace_context, jobq_tasks.workflow_id 
+SELECT jobq_tasks.id, jobq_tasks.queue_id, jobq_tasks.name, jobq_tasks.args, jobq_tasks.status, jobq_tasks.priority, jobq_tasks.run_at, jobq_tasks.retries_left, jobq_tasks.attempt, jobq_tasks.lease, jobq_tasks.timeout, jobq_tasks.locked_by, jobq_tasks.locked_until, jobq_tasks.unique_key, jobq_tasks.lock_key, jobq_tasks.result, jobq_tasks.error, jobq_tasks.recurring, jobq_tasks.created_at, jobq_tasks.started_at, jobq_tasks.finished_at, jobq_tasks.progress, jobq_tasks.cancel_requested_at, jobq_tasks.awaited, jobq_tasks.trace_context, jobq_tasks.workflow_id, jobq_tasks.fair_key 
 FROM jobq_tasks 
 WHERE jobq_tasks.id IN (%(picked_0)s);
 
@@ -133,7 +131,7 @@ FROM jobq_limits)) ORDER BY jobq_tasks.priority DESC, jobq_tasks.run_at, jobq_ta
  LIMIT %(limit)s FOR UPDATE SKIP LOCKED)) AS capturable ORDER BY capturable.priority DESC, capturable.run_at, capturable.id 
  LIMIT %(limit)s;
 UPDATE jobq_tasks SET retries_left=CASE WHEN (jobq_tasks.status = 'failed' OR jobq_tasks.status = 'in_progress') THEN jobq_tasks.retries_left - %(retries_left_1)s ELSE jobq_tasks.retries_left END, attempt=(jobq_tasks.attempt + %(attempt_1)s), locked_by=%(worker_id)s, locked_until=timestampadd(MICROSECOND, round(coalesce(jobq_tasks.lease, %(lease_default)s) * %(coalesce_1)s), utc_timestamp(6)), started_at=utc_timestamp(6), finished_at=%(finished_at)s, status=%(status)s WHERE jobq_tasks.id IN (%(picked_0)s);
-SELECT jobq_tasks.id, jobq_tasks.queue_id, jobq_tasks.name, jobq_tasks.args, jobq_tasks.status, jobq_tasks.priority, jobq_tasks.run_at, jobq_tasks.retries_left, jobq_tasks.attempt, jobq_tasks.lease, jobq_tasks.timeout, jobq_tasks.locked_by, jobq_tasks.locked_until, jobq_tasks.unique_key, jobq_tasks.lock_key, jobq_tasks.result, jobq_tasks.error, jobq_tasks.recurring, jobq_tasks.created_at, jobq_tasks.started_at, jobq_tasks.finished_at, jobq_tasks.progress, jobq_tasks.cancel_requested_at, jobq_tasks.awaited, jobq_tasks.trace_context, jobq_tasks.workflow_id 
+SELECT jobq_tasks.id, jobq_tasks.queue_id, jobq_tasks.name, jobq_tasks.args, jobq_tasks.status, jobq_tasks.priority, jobq_tasks.run_at, jobq_tasks.retries_left, jobq_tasks.attempt, jobq_tasks.lease, jobq_tasks.timeout, jobq_tasks.locked_by, jobq_tasks.locked_until, jobq_tasks.unique_key, jobq_tasks.lock_key, jobq_tasks.result, jobq_tasks.error, jobq_tasks.recurring, jobq_tasks.created_at, jobq_tasks.started_at, jobq_tasks.finished_at, jobq_tasks.progress, jobq_tasks.cancel_requested_at, jobq_tasks.awaited, jobq_tasks.trace_context, jobq_tasks.workflow_id, jobq_tasks.fair_key 
 FROM jobq_tasks 
 WHERE jobq_tasks.id IN (%(picked_0)s);
 

@@ -1,9 +1,6 @@
 -- capture a limited queue
-BEGIN;
-SELECT jobq_limits.queue, jobq_limits.concurrency, jobq_limits.rate_count, jobq_limits.rate_period, jobq_limits.generation, jobq_limits.updated_at, jobq_limits.paused 
-FROM jobq_limits ORDER BY jobq_limits.queue;
 BEGIN IMMEDIATE;
-SELECT jobq_limits.queue, jobq_limits.concurrency, jobq_limits.rate_count, jobq_limits.rate_period, jobq_limits.generation, jobq_limits.updated_at, jobq_limits.paused 
+SELECT jobq_limits.queue, jobq_limits.concurrency, jobq_limits.rate_count, jobq_limits.rate_period, jobq_limits.generation, jobq_limits.updated_at, jobq_limits.paused, jobq_limits.fair, jobq_limits.default_weight, jobq_limits.max_running_per_key 
 FROM jobq_limits 
 WHERE jobq_limits.queue = ?;
 SELECT count(*) AS count_1 
@@ -29,7 +26,7 @@ WHERE earlier.lock_key = jobq_tasks.lock_key AND earlier.lock_key IS NOT NULL AN
 FROM jobq_limits 
 WHERE jobq_limits.paused = 1)) ORDER BY jobq_tasks.priority DESC, jobq_tasks.run_at, jobq_tasks.id
  LIMIT ? OFFSET ?) AS expired) AS capturable ORDER BY capturable.priority DESC, capturable.run_at, capturable.id
- LIMIT ? OFFSET ?) RETURNING id, queue_id, name, args, status, priority, run_at, retries_left, attempt, lease, timeout, locked_by, locked_until, unique_key, lock_key, result, error, recurring, created_at, started_at, finished_at, progress, cancel_requested_at, awaited, trace_context, workflow_id;
+ LIMIT ? OFFSET ?) RETURNING id, queue_id, name, args, status, priority, run_at, retries_left, attempt, lease, timeout, locked_by, locked_until, unique_key, lock_key, result, error, recurring, created_at, started_at, finished_at, progress, cancel_requested_at, awaited, trace_context, workflow_id, fair_key;
 
 -- end runs of a limited queue
 BEGIN IMMEDIATE;

@@ -1,7 +1,4 @@
 -- capture every queue
-BEGIN;
-SELECT jobq_limits.queue, jobq_limits.concurrency, jobq_limits.rate_count, jobq_limits.rate_period, jobq_limits.generation, jobq_limits.updated_at, jobq_limits.paused 
-FROM jobq_limits ORDER BY jobq_limits.queue;
 BEGIN IMMEDIATE;
 UPDATE jobq_tasks SET status=?, retries_left=CASE WHEN (jobq_tasks.status = 'failed' OR jobq_tasks.status = 'in_progress') THEN jobq_tasks.retries_left - ? ELSE jobq_tasks.retries_left END, attempt=(jobq_tasks.attempt + ?), locked_by=?, locked_until=strftime(?, ?, printf(?, coalesce(jobq_tasks.lease, ?))), started_at=strftime(?, ?), finished_at=? WHERE jobq_tasks.id IN (SELECT capturable.id 
 FROM (SELECT waiting.id AS id, waiting.priority AS priority, waiting.run_at AS run_at 
@@ -21,7 +18,7 @@ FROM jobq_tasks AS earlier
 WHERE earlier.lock_key = jobq_tasks.lock_key AND earlier.lock_key IS NOT NULL AND (earlier.status = 'queued' OR earlier.status = 'failed' AND earlier.retries_left > 0 OR earlier.status = 'in_progress' OR earlier.status = 'done' AND earlier.recurring = 1) AND earlier.id < jobq_tasks.id AND earlier.run_at <= strftime(?, ?) AND (earlier.status = 'queued' OR earlier.status = 'failed' AND earlier.retries_left > 0 OR earlier.status = 'done' AND earlier.recurring = 1)))) AND (jobq_tasks.queue_id NOT IN (SELECT jobq_limits.queue 
 FROM jobq_limits)) ORDER BY jobq_tasks.priority DESC, jobq_tasks.run_at, jobq_tasks.id
  LIMIT ? OFFSET ?) AS expired) AS capturable ORDER BY capturable.priority DESC, capturable.run_at, capturable.id
- LIMIT ? OFFSET ?) RETURNING id, queue_id, name, args, status, priority, run_at, retries_left, attempt, lease, timeout, locked_by, locked_until, unique_key, lock_key, result, error, recurring, created_at, started_at, finished_at, progress, cancel_requested_at, awaited, trace_context, workflow_id;
+ LIMIT ? OFFSET ?) RETURNING id, queue_id, name, args, status, priority, run_at, retries_left, attempt, lease, timeout, locked_by, locked_until, unique_key, lock_key, result, error, recurring, created_at, started_at, finished_at, progress, cancel_requested_at, awaited, trace_context, workflow_id, fair_key;
 
 -- capture two queues
 BEGIN IMMEDIATE;
@@ -43,7 +40,7 @@ FROM jobq_tasks AS earlier
 WHERE earlier.lock_key = jobq_tasks.lock_key AND earlier.lock_key IS NOT NULL AND (earlier.status = 'queued' OR earlier.status = 'failed' AND earlier.retries_left > 0 OR earlier.status = 'in_progress' OR earlier.status = 'done' AND earlier.recurring = 1) AND earlier.id < jobq_tasks.id AND earlier.run_at <= strftime(?, ?) AND (earlier.status = 'queued' OR earlier.status = 'failed' AND earlier.retries_left > 0 OR earlier.status = 'done' AND earlier.recurring = 1)))) AND jobq_tasks.queue_id IN (?, ?) AND (jobq_tasks.queue_id NOT IN (SELECT jobq_limits.queue 
 FROM jobq_limits)) ORDER BY jobq_tasks.priority DESC, jobq_tasks.run_at, jobq_tasks.id
  LIMIT ? OFFSET ?) AS expired) AS capturable ORDER BY capturable.priority DESC, capturable.run_at, capturable.id
- LIMIT ? OFFSET ?) RETURNING id, queue_id, name, args, status, priority, run_at, retries_left, attempt, lease, timeout, locked_by, locked_until, unique_key, lock_key, result, error, recurring, created_at, started_at, finished_at, progress, cancel_requested_at, awaited, trace_context, workflow_id;
+ LIMIT ? OFFSET ?) RETURNING id, queue_id, name, args, status, priority, run_at, retries_left, attempt, lease, timeout, locked_by, locked_until, unique_key, lock_key, result, error, recurring, created_at, started_at, finished_at, progress, cancel_requested_at, awaited, trace_context, workflow_id, fair_key;
 
 -- capture one queue, leases by name
 BEGIN IMMEDIATE;
@@ -65,7 +62,7 @@ FROM jobq_tasks AS earlier
 WHERE earlier.lock_key = jobq_tasks.lock_key AND earlier.lock_key IS NOT NULL AND (earlier.status = 'queued' OR earlier.status = 'failed' AND earlier.retries_left > 0 OR earlier.status = 'in_progress' OR earlier.status = 'done' AND earlier.recurring = 1) AND earlier.id < jobq_tasks.id AND earlier.run_at <= strftime(?, ?) AND (earlier.status = 'queued' OR earlier.status = 'failed' AND earlier.retries_left > 0 OR earlier.status = 'done' AND earlier.recurring = 1)))) AND jobq_tasks.queue_id IN (?) AND (jobq_tasks.queue_id NOT IN (SELECT jobq_limits.queue 
 FROM jobq_limits)) ORDER BY jobq_tasks.priority DESC, jobq_tasks.run_at, jobq_tasks.id
  LIMIT ? OFFSET ?) AS expired) AS capturable ORDER BY capturable.priority DESC, capturable.run_at, capturable.id
- LIMIT ? OFFSET ?) RETURNING id, queue_id, name, args, status, priority, run_at, retries_left, attempt, lease, timeout, locked_by, locked_until, unique_key, lock_key, result, error, recurring, created_at, started_at, finished_at, progress, cancel_requested_at, awaited, trace_context, workflow_id;
+ LIMIT ? OFFSET ?) RETURNING id, queue_id, name, args, status, priority, run_at, retries_left, attempt, lease, timeout, locked_by, locked_until, unique_key, lock_key, result, error, recurring, created_at, started_at, finished_at, progress, cancel_requested_at, awaited, trace_context, workflow_id, fair_key;
 
 -- capture with a lease in seconds
 BEGIN IMMEDIATE;
@@ -87,7 +84,7 @@ FROM jobq_tasks AS earlier
 WHERE earlier.lock_key = jobq_tasks.lock_key AND earlier.lock_key IS NOT NULL AND (earlier.status = 'queued' OR earlier.status = 'failed' AND earlier.retries_left > 0 OR earlier.status = 'in_progress' OR earlier.status = 'done' AND earlier.recurring = 1) AND earlier.id < jobq_tasks.id AND earlier.run_at <= strftime(?, ?) AND (earlier.status = 'queued' OR earlier.status = 'failed' AND earlier.retries_left > 0 OR earlier.status = 'done' AND earlier.recurring = 1)))) AND (jobq_tasks.queue_id NOT IN (SELECT jobq_limits.queue 
 FROM jobq_limits)) ORDER BY jobq_tasks.priority DESC, jobq_tasks.run_at, jobq_tasks.id
  LIMIT ? OFFSET ?) AS expired) AS capturable ORDER BY capturable.priority DESC, capturable.run_at, capturable.id
- LIMIT ? OFFSET ?) RETURNING id, queue_id, name, args, status, priority, run_at, retries_left, attempt, lease, timeout, locked_by, locked_until, unique_key, lock_key, result, error, recurring, created_at, started_at, finished_at, progress, cancel_requested_at, awaited, trace_context, workflow_id;
+ LIMIT ? OFFSET ?) RETURNING id, queue_id, name, args, status, priority, run_at, retries_left, attempt, lease, timeout, locked_by, locked_until, unique_key, lock_key, result, error, recurring, created_at, started_at, finished_at, progress, cancel_requested_at, awaited, trace_context, workflow_id, fair_key;
 
 -- heartbeat
 BEGIN IMMEDIATE;
@@ -132,7 +129,7 @@ FROM jobq_tasks AS earlier
 WHERE earlier.lock_key = jobq_tasks.lock_key AND earlier.lock_key IS NOT NULL AND (earlier.status = 'queued' OR earlier.status = 'failed' AND earlier.retries_left > 0 OR earlier.status = 'in_progress' OR earlier.status = 'done' AND earlier.recurring = 1) AND earlier.id < jobq_tasks.id AND earlier.run_at <= strftime(?, ?) AND (earlier.status = 'queued' OR earlier.status = 'failed' AND earlier.retries_left > 0 OR earlier.status = 'done' AND earlier.recurring = 1)))) AND jobq_tasks.queue_id IN (?) AND (jobq_tasks.queue_id NOT IN (SELECT jobq_limits.queue 
 FROM jobq_limits)) ORDER BY jobq_tasks.priority DESC, jobq_tasks.run_at, jobq_tasks.id
  LIMIT ? OFFSET ?) AS expired) AS capturable ORDER BY capturable.priority DESC, capturable.run_at, capturable.id
- LIMIT ? OFFSET ?) RETURNING id, queue_id, name, args, status, priority, run_at, retries_left, attempt, lease, timeout, locked_by, locked_until, unique_key, lock_key, result, error, recurring, created_at, started_at, finished_at, progress, cancel_requested_at, awaited, trace_context, workflow_id;
+ LIMIT ? OFFSET ?) RETURNING id, queue_id, name, args, status, priority, run_at, retries_left, attempt, lease, timeout, locked_by, locked_until, unique_key, lock_key, result, error, recurring, created_at, started_at, finished_at, progress, cancel_requested_at, awaited, trace_context, workflow_id, fair_key;
 
 -- stale end
 BEGIN IMMEDIATE;

@@ -1,0 +1,309 @@
+"""The statements of a fair queue's capture (jobq.limits.fair); a part of Dialect.
+
+A fair queue's capture reads whose turn it is from jobq_fair_keys, then each chosen key's
+next rows along jobq_tasks_fair, in capture order, locking them, and captures those ids.
+The portable statements are here; a dialect changes how the keys' rows are read in one
+statement (fair_rows: PostgreSQL joins LATERAL, the others take a UNION ALL of a
+subquery per key) and how a list of ids is captured (capture_ids).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from jobq.db.prepared import Prepared
+from jobq.db.tasks import Status
+from jobq.dialects.leases import lease_of
+from jobq.dialects.schema import (
+    FAIR_INDEX,
+    FAIR_RUNNING_INDEX,
+    fair_keys,
+    status_is,
+    tasks,
+    waiting,
+)
+from jobq.dialects.upserts import UpsertKey
+
+c = tasks.c
+k = fair_keys.c
+
+#: The fields of each record of set_fair_turns' JSON array.
+TURN_FIELDS = (("fair_key", sa.String()), ("turn", sa.Float()))
+
+
+def fair_turns_text(turns: dict[str, float]) -> str:
+    """``turns`` by key as set_fair_turns' parameter ``f_turns``, in key order (the order
+    every writer of key rows goes in)."""
+    return json.dumps([{"fair_key": key, "turn": turn} for key, turn in sorted(turns.items())])
+
+
+#: What a capture reads of a key: its name, turn, weight (None: the queue's) and version.
+KEY_COLUMNS = (k.fair_key, k.turn, k.weight, k.version)
+
+
+def picked_ids(ids: Sequence[int]) -> tuple[int, dict[str, int]]:
+    """``ids`` as the parameters of an IN list of a few fixed widths (picked_params), padded
+    with the last id: a handful of statement shapes for any number of ids."""
+    width = 1 << (len(ids) - 1).bit_length()
+    return width, {f"picked_{i}": ids[min(i, len(ids) - 1)] for i in range(width)}
+
+
+def picked_params(width: int) -> list[sa.BindParameter[int]]:
+    """The parameters ``picked_0``... of an IN list of ``width`` ids."""
+    return [sa.bindparam(f"picked_{i}", type_=sa.BigInteger) for i in range(width)]
+
+
+def _param(name: str, type_: Any = sa.String) -> sa.BindParameter[Any]:
+    return sa.bindparam(name, type_=type_)
+
+
+class FairStatements:
+    """The statements of a fair queue's capture (see the module's docstring)."""
+
+    # Provided by Dialect.
+    def memo(self, key: Any, build: Any) -> Any:
+        raise NotImplementedError
+
+    def within(self, index: str, columns: Any = c) -> sa.ColumnElement[bool]:
+        raise NotImplementedError
+
+    def capturable_waiting(self, now: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
+        raise NotImplementedError
+
+    def capturable_expired(self, now: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
+        raise NotImplementedError
+
+    def now(self) -> sa.ColumnElement[Any]:
+        raise NotImplementedError
+
+    def clock(self) -> sa.ColumnElement[Any]:
+        raise NotImplementedError
+
+    def capture_values(
+        self, *, named_leases: int | None, now: sa.ColumnElement[Any]
+    ) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def json_records(
+        self, array: sa.BindParameter[str], fields: Sequence[tuple[str, Any]]
+    ) -> sa.FromClause:
+        raise NotImplementedError
+
+    def clock_plus(self, seconds: sa.ColumnElement[Any] | float) -> sa.ColumnElement[Any]:
+        raise NotImplementedError
+
+    def upsert_statement(
+        self,
+        table: sa.Table,
+        key: UpsertKey,
+        values: dict[str, Any],
+        update: dict[str, Any] | None = None,
+        where: sa.ColumnElement[bool] | None = None,
+    ) -> sa.Insert:
+        raise NotImplementedError
+
+    # --- the keys ---------------------------------------------------------------------
+
+    def fair_keys_in_turn(self, after: bool) -> sa.Select[Any]:
+        """The keys of ``f_queue`` not idle, in turn order, at most ``limit``; with ``after``,
+        those after (``after_turn``, ``after_key``) in that order."""
+
+        def build() -> sa.Select[Any]:
+            stmt = sa.select(*KEY_COLUMNS).where(k.queue == _param("f_queue"), k.idle == sa.false())
+            if after:
+                turn, key = _param("after_turn", k.turn.type), _param("after_key")
+                stmt = stmt.where(sa.or_(k.turn > turn, sa.and_(k.turn == turn, k.fair_key > key)))
+            return stmt.order_by(k.turn, k.fair_key).limit(_param("limit", sa.Integer))
+
+        return self.memo(("fair keys in turn", after), build)
+
+    def present_turn(self) -> sa.Select[Any]:
+        """The queue's present turn: the lowest of its keys that are not idle nor joining."""
+        return self.memo(
+            "fair present turn",
+            lambda: sa.select(sa.func.min(k.turn)).where(
+                k.queue == _param("f_queue"), k.idle == sa.false(), k.turn >= 0
+            ),
+        )
+
+    def running_by_key(self, count: int) -> sa.Select[Any]:
+        """(key, runs) of the ``count`` keys ``key_0``... of ``f_queue`` that have runs (in
+        progress, whether or not their lease holds: what counts against a key's cap)."""
+
+        def build() -> sa.Select[Any]:
+            keys = [_param(f"key_{i}") for i in range(count)]
+            return (
+                sa.select(c.fair_key, sa.func.count())
+                .where(
+                    self.within(FAIR_RUNNING_INDEX),
+                    c.queue_id == _param("f_queue"),
+                    c.fair_key.in_(keys),
+                    c.fair_key.is_not(None),
+                    status_is(Status.IN_PROGRESS),
+                )
+                .group_by(c.fair_key)
+            )
+
+        return self.memo(("fair running by key", count), build)
+
+    def wake_fair_key(self) -> sa.Insert:
+        """Make key ``f_key`` of ``f_queue`` wait for its turn, in the transaction of the
+        enqueue that gives it a row: its row made if new, woken if idle (turn -1: it
+        rejoins at the present turn), and its version moved on either way."""
+
+        def build() -> sa.Insert:
+            values = {"queue": _param("f_queue"), "fair_key": _param("f_key")}
+            # The turn first: MySQL assigns in order, each seeing the ones before. No bound
+            # parameter past VALUES: PyMySQL's executemany would not fill it in.
+            update = {
+                "turn": sa.case((k.idle, sa.literal_column("-1", k.turn.type)), else_=k.turn),
+                "idle": sa.false(),
+                "version": k.version + sa.literal_column("1", sa.BigInteger),
+            }
+            return self.upsert_statement(fair_keys, [k.queue, k.fair_key], values, update)
+
+        return self.memo("fair wake key", build)
+
+    def set_fair_turns(self) -> sa.Update:
+        """Keys of ``f_queue`` take new turns: ``f_turns``, a JSON array of {"fair_key",
+        "turn"} (fair_turns_text), in one statement whatever their number: each key's row
+        found by its primary key through the join with the records."""
+
+        def build() -> sa.Update:
+            record = self.json_records(sa.bindparam("f_turns", type_=sa.Text), TURN_FIELDS)
+            return (
+                sa.update(fair_keys)
+                .where(k.queue == _param("f_queue"), k.fair_key == record.c.fair_key)
+                .values(turn=record.c.turn)
+            )
+
+        return self.memo("fair set turns", build)
+
+    def fair_turn_params(self, turns: dict[str, float]) -> dict[str, Any]:
+        """set_fair_turns' parameters (but ``f_queue``) for ``turns`` by key."""
+        return {"f_turns": fair_turns_text(turns)}
+
+    def idle_fair_key(self) -> sa.Update:
+        """Idle key ``f_key`` of ``f_queue`` if it is still at ``f_version`` and nothing of it
+        waits or runs: an enqueue racing this statement either committed its row before it
+        (then seen) or moves the version on (then the key is left as it is)."""
+
+        def build() -> sa.Update:
+            queue, key = _param("f_queue"), _param("f_key")
+            of_key = (c.queue_id == queue, c.fair_key == key, c.fair_key.is_not(None))
+            waits = sa.exists().where(self.within(FAIR_INDEX), *of_key, waiting(c))
+            runs = sa.exists().where(
+                self.within(FAIR_RUNNING_INDEX), *of_key, status_is(Status.IN_PROGRESS)
+            )
+            return (
+                sa.update(fair_keys)
+                .where(
+                    k.queue == queue,
+                    k.fair_key == key,
+                    k.version == _param("f_version", sa.BigInteger),
+                    sa.not_(waits),
+                    sa.not_(runs),
+                )
+                .values(idle=True)
+            )
+
+        return self.memo("fair idle key", build)
+
+    # --- the rows -------------------------------------------------------------------
+
+    def fair_key_rows(self, position: int) -> sa.Select[Any]:
+        """The next capturable rows of key ``key_<position>`` of ``f_queue``, in capture
+        order, at most ``want_<position>``: (position, id)."""
+        return (
+            sa.select(sa.literal(position, sa.Integer).label("position"), c.id)
+            .where(
+                self.within(FAIR_INDEX),
+                c.queue_id == _param("f_queue"),
+                c.fair_key == _param(f"key_{position}"),
+                c.fair_key.is_not(None),
+                self.capturable_waiting(self.now()),
+            )
+            .order_by(c.priority.desc(), c.run_at, c.id)
+            .limit(_param(f"want_{position}", sa.Integer))
+        )
+
+    def fair_member(self, rows: sa.Select[Any], position: int) -> sa.Select[Any]:
+        """One key's rows as a member of fair_rows' UNION ALL, locked where the database
+        locks them; by default a subquery (a member of a UNION may not have its own LIMIT)."""
+        sub = rows.subquery(f"key_{position}")
+        return sa.select(*sub.c)
+
+    def fair_rows(
+        self, conn: Connection, keys: Sequence[str], wants: Sequence[int], queue: str
+    ) -> list[tuple[int, int]]:
+        """The next capturable rows of each of ``keys`` of ``f_queue``, at most ``wants[i]``
+        of ``keys[i]``, locked until the transaction ends: (position in keys, id), in
+        capture order within each key."""
+        count = len(keys)
+        stmt = self.memo(
+            ("fair rows", count),
+            lambda: sa.union_all(
+                *(self.fair_member(self.fair_key_rows(i), i) for i in range(count))
+            ),
+        )
+        params: dict[str, Any] = {"f_queue": queue}
+        for i, (key, want) in enumerate(zip(keys, wants, strict=True)):
+            params[f"key_{i}"], params[f"want_{i}"] = key, want
+        return [(position, id) for position, id in conn.execute(stmt, params)]
+
+    def capture_ids(
+        self,
+        conn: Connection,
+        ids: Sequence[int],
+        named_leases: int | None,
+        params: dict[str, Any],
+    ) -> Sequence[Sequence[Any]]:
+        """Capture the rows ``ids`` (locked by fair_rows in this transaction) on ``conn``;
+        their every column, as the driver gives them. Parameters: ``worker_id`` and the
+        leases' (see lease_of). Runs start at the clock, after the queue's lock."""
+        width, picked = picked_ids(ids)
+        stmt = self.memo(
+            ("fair capture ids", named_leases, width),
+            lambda: Prepared(
+                sa.update(tasks)
+                .where(c.id.in_(picked_params(width)))
+                .values(**self.fair_capture_values(named_leases))
+                .returning(*tasks.c),
+                conn.dialect,
+            ),
+        )
+        return conn.exec_driver_sql(stmt.sql, stmt.parameters({**params, **picked})).fetchall()
+
+    def fair_capture_values(self, named_leases: int | None) -> dict[str, Any]:
+        """A capture's SET clause with the run's start and its lease from the clock: the
+        transaction may have waited for its queue's lock, and a lease counted from its
+        start would be shorter by that wait."""
+        values = self.capture_values(named_leases=named_leases, now=self.clock())
+        values["locked_until"] = self.clock_plus(lease_of(named_leases))
+        return values
+
+    def fair_expired(self) -> sa.Select[Any]:
+        """The runs of ``f_queue`` whose lease expired that a capture may take again (see
+        capturable_expired), in capture order, at most ``limit``, locked: (id, fair_key).
+        They were captured once by their key's turn; they run again first."""
+
+        def build() -> sa.Select[Any]:
+            now = self.now()
+            return (
+                sa.select(c.id, c.fair_key)
+                .where(
+                    self.within("jobq_tasks_lease_expiry"),
+                    self.capturable_expired(now),
+                    c.queue_id == _param("f_queue"),
+                )
+                .order_by(c.priority.desc(), c.run_at, c.id)
+                .limit(_param("limit", sa.Integer))
+                .with_for_update(skip_locked=True)
+            )
+
+        return self.memo("fair expired", build)
