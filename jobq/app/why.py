@@ -1,8 +1,9 @@
 """Why a task is or is not running, said in a line or a few, from the rows alone.
 
 Store.explain(id) reads the task's row with the database's clock in one statement, then
-what may hold it back: a running or earlier row of its lock key, its queue's limit, and
-the worker registry. Every time compared is the database's, never this process's.
+what may hold it back: a running or earlier row of its lock key, its queue's limit, its
+fair queue's other keys (their turn, its key's cap), and the worker registry. Every time
+compared is the database's, never this process's.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from jobq.db.tasks import Status, as_utc
 from jobq.db.validation import check_int
 from jobq.dialects.predicates import waiting
 from jobq.dialects.schema import limit_starts, status_is, tasks
+from jobq.limits.fair import FairQueues
 from jobq.limits.pause import Pauses
 from jobq.limits.sql import Limits
 from jobq.workflows.rows import Workflows
@@ -32,7 +34,7 @@ c = tasks.c
 _COLUMNS = (
     c.id, c.queue_id, c.name, c.status, c.run_at, c.retries_left, c.attempt, c.timeout,
     c.locked_by, c.locked_until, c.lock_key, c.error, c.recurring, c.started_at,
-    c.finished_at, c.cancel_requested_at,
+    c.finished_at, c.cancel_requested_at, c.fair_key,
 )  # fmt: skip
 
 
@@ -228,6 +230,7 @@ def _waiting(store: TaskStore, row: Any, now: datetime, details: dict[str, Any])
         _paused(store, row, details)
         or _lock_key(store, row, now, details)
         or _limit(store, row, now, details)
+        or _fair(store, row, details)
     )
     if blocked is not None:
         reason, line = blocked
@@ -324,6 +327,38 @@ def _limit(
                 f"rate window full ({started} of {limit.rate.count} starts in "
                 f"{limit.rate.period:g} s; next start at {_when(next_start)})"
             )
+    return None
+
+
+def _fair(store: TaskStore, row: Any, details: dict[str, Any]) -> tuple[str, str] | None:
+    """(reason, line) if the row's fair queue serves other keys or rows first, or its
+    key is at its cap; else None."""
+    found = store.capability(FairQueues).position(row.queue_id, row.fair_key, row.id)
+    if found is None:
+        return None
+    details["fair"] = found
+    key = found["key"]
+    if key is None:
+        return "fair_unsettled", (
+            f"its queue {row.queue_id!r} is fair and the row has no key yet: the upkeep "
+            "gives it the keyless rows' key ''"
+        )
+    cap = found["cap"]
+    if cap is not None and found["running"] >= cap:
+        return "fair_key_cap", (
+            f"its key {key!r} is at its cap ({found['running']} of {cap} running)"
+        )
+    if not found["in_turn"]:
+        return "fair_key_idle", (
+            f"its key {key!r} is not in turn (idle): the next enqueue of the key or the "
+            "upkeep wakes it"
+        )
+    keys, rows = found["keys_ahead"], found["rows_ahead"]
+    if keys or rows:
+        return "fair_turn", (
+            f"waiting for its key's turn: {keys} key(s) with work come before key {key!r} "
+            f"(weight {found['weight']}), and {rows} row(s) of its own key"
+        )
     return None
 
 

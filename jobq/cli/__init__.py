@@ -92,11 +92,12 @@ def migrate(database_url: str) -> None:
 @click.option(
     "--retries", type=RETRIES, help="Retries after a failure (default: the task's, else 3)."
 )
+@click.option("--fair-key", type=Key(), help="Fair queues share by this key (default: the task's).")
 @click.option(
     "--file",
     "task_file",
     type=click.File("rb"),
-    help="JSON lines: name, kwargs, queue, delay, priority, unique, retries.",
+    help="JSON lines: name, kwargs, queue, delay, priority, unique, retries, fair_key.",
 )
 @click.option(
     "--wait",
@@ -107,7 +108,7 @@ def migrate(database_url: str) -> None:
 @app_option(
     required=False,
     help="The jobq.App whose task definitions check each name and its arguments and give "
-    "its queue, priority, retries, unique and lock keys",
+    "its queue, priority, retries, unique, lock and fair keys",
 )
 @database_url_option
 def enqueue(
@@ -118,6 +119,7 @@ def enqueue(
     priority: int | None,
     unique: str | None,
     retries: int | None,
+    fair_key: str | None,
     task_file: IO[bytes] | None,
     wait: float | None,
     app_path: str | None,
@@ -127,7 +129,7 @@ def enqueue(
 
     With an app (--app or $JOBQ_APP), every name must be one of the app's tasks and its
     arguments must fit the function's signature, or nothing is written; the task's
-    definition then gives its queue, priority, retries, unique and lock keys, unless an
+    definition then gives its queue, priority, retries, unique, lock and fair keys, unless an
     option or a --file line gives them. Without an app, tasks are enqueued by name, and a
     warning on stderr says which of the tasks' own options could not be applied. Lease,
     backoff always come from the definition of the worker that runs the task, and so does
@@ -135,14 +137,17 @@ def enqueue(
 
     Prints the new task's id; with --file, how many tasks were enqueued. The file holds
     one JSON object a line: name (required), kwargs (an object), and optionally queue,
-    delay, priority, unique and retries. It is enqueued as it is read, in one
+    delay, priority, unique, retries and fair_key. It is enqueued as it is read, in one
     transaction: a bad line anywhere is named, and nothing is written.
 
     A database that cannot be reached (a restart) is waited for up to --wait; the
     enqueue is tried again only while it certainly wrote nothing, so a task is never
     enqueued twice. Past the wait it fails (exit 1) saying how long it waited.
     """
-    given = {"queue": queue, "delay": delay, "priority": priority, "retries": retries}
+    given = {
+        "queue": queue, "delay": delay, "priority": priority, "retries": retries,
+        "fair_key": fair_key,
+    }  # fmt: skip
     options = {key: value for key, value in given.items() if value is not None}
     if unique is not None:
         options["unique_key"] = unique
@@ -183,7 +188,7 @@ def _with_definition(app: App, shared: SharedOptions, line: TaskLine) -> TaskLin
     definition = app.definition(line.name)
     # Not encoded here: the Store encodes them before it writes, and names the culprit.
     arguments = definition.check_arguments(line.kwargs, json=False)
-    if definition.unique is None and definition.lock is None:
+    if definition.unique is None and definition.lock is None and definition.fair_key is None:
         # The same options for every line of this task and these line options: made once
         # (a file holds a million lines of a few kinds).
         key = (line.name, line.options)
@@ -221,7 +226,7 @@ def _not_applied(name: str | None, given: set[str]) -> str:
     missing = [
         option for option, key in [
             ("queue", "queue"), ("priority", "priority"), ("retries", "retries"),
-            ("unique key", "unique_key"),
+            ("unique key", "unique_key"), ("fair key", "fair_key"),
         ] if key not in given
     ]  # fmt: skip
     whose = f"task {name!r}'s" if name is not None else "the tasks'"

@@ -135,6 +135,7 @@ LINE_OPTIONS = {
     "priority": "priority",
     "unique": "unique_key",
     "retries": "retries",
+    "fair_key": "fair_key",
 }
 _LINE_KEYS = frozenset(("name", "kwargs", *LINE_OPTIONS))
 
@@ -161,7 +162,7 @@ def task_line(text: str) -> TaskLine:
         if key not in entry:
             continue
         value = entry[key]
-        if key in ("queue", "unique"):
+        if key in ("queue", "unique", "fair_key"):
             check_key(key, value, required=True)
         elif key == "delay":
             try:

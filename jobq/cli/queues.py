@@ -1,4 +1,5 @@
-"""`jobq queues`: list every queue; pause or resume one; say how long it keeps finished tasks."""
+"""`jobq queues`: list every queue; pause or resume one; make one fair or plain again; say
+how long it keeps finished tasks."""
 
 from __future__ import annotations
 
@@ -13,22 +14,27 @@ from jobq.cli.output import table
 from jobq.cli.params import KeepFor, Key
 from jobq.db.durations import format_duration
 from jobq.db.tasks import Status
+from jobq.limits import FairShare
+from jobq.limits.fair import parse_weights
 from jobq.queues.overview import QueueState, queue_states
 
-HEADERS = ["queue", *(status.value for status in Status), "paused", "limit", "retain", "workers"]
+HEADERS = [
+    "queue", *(status.value for status in Status), "paused", "limit", "fair", "retain", "workers",
+]  # fmt: skip
 
 
 @click.group()
 def queues() -> None:
-    """Every queue's tasks, limits and workers; pause and resume a queue; how long each
-    keeps its finished tasks."""
+    """Every queue's tasks, limits and workers; pause and resume a queue; share a queue
+    fairly between tenants; how long each keeps its finished tasks."""
 
 
 @queues.command("list")
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of queues instead (see above).")
 @database_url_option
 def list_queues(as_json: bool, database_url: str) -> None:
-    """Every queue: its tasks by status, paused or not, its limit, how long it keeps
+    """Every queue: its tasks by status, paused or not, its limit, whether it is fair (its
+    default weight, cap per key, and how many keys have work), how long it keeps
     finished tasks (-: the workers' --retain), the live workers serving it (a worker
     serving every queue counts for each).
 
@@ -36,6 +42,8 @@ def list_queues(as_json: bool, database_url: str) -> None:
     With --json, a JSON array, one object per queue, by name:
     {"queue", "counts": {"queued", "in_progress", "done", "failed", "cancelled"},
      "paused", "limit": null or {"concurrency" (null: none), "rate" (null or N/PERIOD)},
+     "fair": null or {"default_weight", "max_running_per_key" (null: none),
+     "keys_with_work"},
      "retain": null (the workers' --retain), seconds, or "forever",
      "workers": [worker ids]}
     """
@@ -72,6 +80,56 @@ def resume(queue: str, database_url: str) -> None:
 
 @queues.command()
 @click.argument("queue", type=Key())
+@click.option(
+    "--weight", "weights", multiple=True, metavar="KEY=N",
+    help="Key KEY's weight (1 or more); repeat for more keys. Others have --default-weight.",
+)  # fmt: skip
+@click.option(
+    "--default-weight", type=click.IntRange(min=1), default=1, show_default=True,
+    help="The weight of a key without one of its own.",
+)  # fmt: skip
+@click.option(
+    "--max-running-per-key", type=click.IntRange(min=1), default=None,
+    help="The most runs of one key at once (default: no cap).",
+)  # fmt: skip
+@database_url_option
+def fair(
+    queue: str,
+    weights: tuple[str, ...],
+    default_weight: int,
+    max_running_per_key: int | None,
+    database_url: str,
+) -> None:
+    """Share QUEUE's captures between its tasks' fair keys (a task's fair_key= template,
+    or _fair_key= at enqueue; rows without one share the key ""): each key with work
+    waiting is served in proportion to its weight, whatever the size of its backlog, and
+    within a key by priority, then due time. Workers follow within a second."""
+    with store_for(database_url) as store:
+        share = store.fair_queues.make_fair(
+            queue,
+            weights=parse_weights(weights),
+            default_weight=default_weight,
+            max_running_per_key=max_running_per_key,
+        )
+        weighed = store.fair_queues.weights(queue)
+    click.echo(f"queue {queue!r}: {share}")
+    for key, weight in weighed.items():
+        click.echo(f"  key {key!r}: weight {weight}")
+
+
+@queues.command()
+@click.argument("queue", type=Key())
+@database_url_option
+def unfair(queue: str, database_url: str) -> None:
+    """Capture QUEUE in plain order again (priority, due time, id); its keys' weights and
+    turns are forgotten."""
+    with store_for(database_url) as store:
+        unmade = store.fair_queues.make_unfair(queue)
+    click.echo(f"queue {queue!r} {'is plain again' if unmade else 'was not fair'}")
+
+
+@queues.command()
+@click.argument("queue", type=Key())
 @click.argument("duration", type=KeepFor(), required=False)
 @click.option(
     "--default", "back_to_default", is_flag=True,
@@ -104,7 +162,13 @@ def _row(state: QueueState) -> list[str]:
     limit = "-" if state.limit is None else str(state.limit)
     workers = str(len(state.workers))
     kept = "-" if state.retain is None else _kept(state.retain).removeprefix("for ")
-    return [state.name, *counts, "yes" if state.paused else "no", limit, kept, workers]
+    fair = "-" if state.fair is None else f"{_share(state.fair)}, {state.fair_keys} keys"
+    return [state.name, *counts, "yes" if state.paused else "no", limit, fair, kept, workers]
+
+
+def _share(share: FairShare) -> str:
+    cap = share.max_running_per_key
+    return f"weight {share.default_weight}" + ("" if cap is None else f", {cap}/key")
 
 
 def _document(state: QueueState) -> dict[str, Any]:
@@ -118,6 +182,13 @@ def _document(state: QueueState) -> dict[str, Any]:
         else {
             "concurrency": limit.concurrency,
             "rate": None if limit.rate is None else str(limit.rate),
+        },
+        "fair": None
+        if state.fair is None
+        else {
+            "default_weight": state.fair.default_weight,
+            "max_running_per_key": state.fair.max_running_per_key,
+            "keys_with_work": state.fair_keys,
         },
         "retain": None
         if state.retain is None

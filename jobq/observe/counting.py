@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -31,7 +31,7 @@ import sqlalchemy as sa
 from jobq.db.errors import first_line
 from jobq.db.tasks import Status, as_utc
 from jobq.db.urls import scrub
-from jobq.dialects.schema import ACTIVE, WAITING, status_is, tasks
+from jobq.dialects.schema import ACTIVE, WAITING, fair_keys, status_is, tasks
 
 if TYPE_CHECKING:
     from jobq.app.store import Store
@@ -48,17 +48,21 @@ PART_STATUSES = {
     FINISHED_PART: (Status.DONE, Status.FAILED, Status.CANCELLED, Status.BLOCKED),
 }
 
-CountFunction = Callable[[], tuple[dict[tuple[str, str], int], dict[str, float]]]
+#: A part's count: tasks by (queue, status), oldest due ages, fair queues' keys with work.
+Counted = tuple[dict[tuple[str, str], int], dict[str, float], dict[str, int]]
+CountFunction = Callable[[], Counted]
 
 
 @dataclass(frozen=True)
 class Snapshot:
     """One part's last successful count: tasks by (queue, status value), each queue's
-    oldest due waiting age in seconds (active part only), and when (time.monotonic())."""
+    oldest due waiting age in seconds (active part only), when (time.monotonic()), and
+    how many keys of each fair queue have work (active part only)."""
 
     tasks: dict[tuple[str, str], int]
     oldest: dict[str, float]
     at: float
+    fair_keys: dict[str, int] = field(default_factory=dict)
 
     def age(self) -> float:
         """Seconds since this count was taken."""
@@ -74,6 +78,10 @@ class TaskCounts:
         #: The statements, built once (benchmarks/exporter_counts.py explains their plans).
         self.active_statement = self._active_statement()
         self.finished_statement = self._finished_statement()
+        k = fair_keys.c
+        self.fair_keys_statement = (
+            sa.select(k.queue, sa.func.count()).where(k.idle == sa.false()).group_by(k.queue)
+        )
 
     def _active_statement(self) -> sa.CompoundSelect:
         """Active rows by queue and status, each group's earliest due run_at, and now."""
@@ -106,10 +114,12 @@ class TaskCounts:
             .group_by(c.queue_id, c.status)
         )
 
-    def active(self) -> tuple[dict[tuple[str, str], int], dict[str, float]]:
-        """Active tasks by (queue, status), and each queue's oldest due waiting age."""
+    def active(self) -> Counted:
+        """Active tasks by (queue, status), each queue's oldest due waiting age, and the
+        keys of each fair queue that have work (one series a queue, none a key)."""
         with self.db.unit(read_only=True) as conn:
             rows = conn.execute(self.active_statement).all()
+            keys = {queue: n for queue, n in conn.execute(self.fair_keys_statement)}
         counts: dict[tuple[str, str], int] = {}
         oldest: dict[str, float] = {}
         for queue, status, n, first_due, now in rows:
@@ -117,12 +127,12 @@ class TaskCounts:
             if first_due is not None:
                 waited = (as_utc(now) - as_utc(first_due)).total_seconds()
                 oldest[queue] = max(oldest.get(queue, 0.0), waited, 0.0)
-        return counts, oldest
+        return counts, oldest, keys
 
-    def finished(self) -> tuple[dict[tuple[str, str], int], dict[str, float]]:
-        """Finished tasks by (queue, status); no ages."""
+    def finished(self) -> Counted:
+        """Finished tasks by (queue, status); no ages, no keys."""
         with self.db.unit(read_only=True) as conn:
-            return {(q, s): n for q, s, n in conn.execute(self.finished_statement)}, {}
+            return {(q, s): n for q, s, n in conn.execute(self.finished_statement)}, {}, {}
 
 
 class BackgroundCounts:
@@ -207,7 +217,7 @@ class BackgroundCounts:
         """Count ``part`` now, in this thread; whether it succeeded."""
         started = time.monotonic()
         try:
-            tasks, oldest = self._count[part]()
+            tasks, oldest, keys = self._count[part]()
         except Exception as error:  # whatever it is, the last counts stay served
             self.took[part], self.ok[part] = time.monotonic() - started, False
             reason = scrub(first_line(error), self._url)
@@ -220,7 +230,7 @@ class BackgroundCounts:
             self._next[part] = time.monotonic() + self._interval[ACTIVE_PART]
             return False
         ended = time.monotonic()
-        self._snapshots[part] = Snapshot(tasks, oldest, ended)
+        self._snapshots[part] = Snapshot(tasks, oldest, ended, keys)
         self.took[part], self.ok[part] = ended - started, True
         if self._errors.pop(part, None) is not None:
             self._log.info("%s counts refreshed again", part)

@@ -11,6 +11,8 @@ hold, whoever did it. The names are a contract:
 - ``jobq_oldest_waiting_seconds{queue}``: the database's now minus the run_at of the
   queue's longest-due waiting task (queued, or failed with retries left, and due); 0 for
   a queue with none due, so that its series never vanishes while the queue has tasks.
+- ``jobq_fair_keys_with_work{queue}``: how many fair keys of each fair queue have rows
+  waiting or running (as its captures last saw): one series a queue, none a key.
 - ``jobq_tasks_counted_seconds{part}``: seconds since each part (active, finished: see
   counting.py) was last counted.
 - ``jobq_exporter_refresh_seconds{part}``: how long each part's last count took.
@@ -110,6 +112,14 @@ def families(counts: BackgroundCounts, now: float, gauge: Any) -> list[Any]:
     if active is not None:
         for queue in queues:
             oldest.add_metric([queue], active.oldest.get(queue, 0.0))
+    keys = gauge(
+        "jobq_fair_keys_with_work",
+        "Fair keys with rows waiting or running, per fair queue.",
+        labels=["queue"],
+    )
+    if active is not None:
+        for queue, n in sorted(active.fair_keys.items()):
+            keys.add_metric([queue], n)
     age = gauge(
         "jobq_tasks_counted_seconds", "Seconds since each part was last counted.", labels=["part"]
     )
@@ -123,4 +133,4 @@ def families(counts: BackgroundCounts, now: float, gauge: Any) -> list[Any]:
     tried = list(counts.ok.values())
     up = gauge("jobq_exporter_up", "1 if the last count of every part succeeded.")
     up.add_metric([], 1.0 if tried and all(tried) else 0.0)
-    return [by_status, oldest, age, took, up]
+    return [by_status, oldest, keys, age, took, up]

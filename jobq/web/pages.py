@@ -13,7 +13,7 @@ from starlette.responses import RedirectResponse, Response
 
 from jobq.core.live_workers import LiveWorker
 from jobq.db.tasks import Status
-from jobq.limits import Limit
+from jobq.limits import FairShare, Limit
 from jobq.locks import Lease, list_locks
 from jobq.observe.counting import ACTIVE_PART, FINISHED_PART
 from jobq.upkeep import UPKEEP_LOCK
@@ -50,6 +50,8 @@ class QueueRow:
     paused: bool = False
     limit: Limit | None = None
     usage: tuple[int, int] | None = None  # (running, starts within the rate's period)
+    fair: FairShare | None = None  # a fair queue's setting
+    fair_keys: int = 0  # a fair queue's keys with work (as last counted)
     workers: list[str] = field(default_factory=list)
     chart: Chart | None = None
 
@@ -73,8 +75,9 @@ def _queue_rows(
     paused = set(store.paused_queues())
     limits = store.limits() if with_limits else {}
     usage = store.limit_usage() if with_limits else {}
+    fair = store.fair_queues.shares() if with_limits else {}
     live = [worker for worker in workers if worker.alive]
-    names = set(paused) | set(limits)
+    names = set(paused) | set(limits) | set(fair)
     names |= {queue for worker in live for queue in worker.queues or ()}
     for snapshot in (active, finished):
         if snapshot is not None:
@@ -82,7 +85,9 @@ def _queue_rows(
     rows = []
     for name in sorted(names):
         row = QueueRow(name, paused=name in paused, limit=limits.get(name), usage=usage.get(name))
+        row.fair = fair.get(name)
         if active is not None:
+            row.fair_keys = active.fair_keys.get(name, 0)
             row.queued = active.tasks.get((name, Status.QUEUED.value), 0)
             row.running = active.tasks.get((name, Status.IN_PROGRESS.value), 0)
             row.retrying = active.tasks.get((name, Status.FAILED.value), 0)

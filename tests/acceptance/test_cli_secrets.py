@@ -66,6 +66,8 @@ COMMANDS: dict[str, list[str]] = {
     "workers": [],
     "queues list": [],
     "queues pause": ["q"],
+    "queues fair": ["q"],
+    "queues unfair": ["q"],
     "queues resume": ["q"],
     "queues retain": ["q", "1d"],
     # Both serve until stopped; --check stops after reaching the database.

@@ -243,3 +243,17 @@ def test_the_queues_page_shows_limits_and_their_use(
     assert "1 / 2 running" in row
     assert "started, at most 10/1m" in row
     assert 'data-queue="idle" data-paused="true"' in page
+
+
+def test_the_queues_page_shows_a_fair_queue_and_its_keys_with_work(
+    client: TestClient, store: jobq.Store, rows: Rows
+) -> None:
+    store.fair_queues.make_fair("tenants", default_weight=2, max_running_per_key=3)
+    for key in ("acme", "globex"):
+        store.enqueue("report", {}, queue="tenants", fair_key=key)
+    client.app.state.counts.refresh("active")  # type: ignore[attr-defined]
+    page = client.get("/queues").text
+    row = page[page.index('data-queue="tenants"') :].split("</tr>")[0]
+    assert "weight 2" in row and "3 per key" in row and "2 keys" in row
+    other = page[page.index('data-queue="reports"') :].split("</tr>")[0]
+    assert '<td class="fair">' in other and ">no<" in other
