@@ -39,6 +39,7 @@ from jobq.dialects import mysql_errors
 from jobq.dialects.base import Dialect
 from jobq.dialects.fair import picked_ids, picked_params
 from jobq.dialects.mysql_ddl import partial_index_column
+from jobq.dialects.mysql_fair import WalkFairRows
 from jobq.dialects.mysql_inserts import Rows, driver_cursor
 from jobq.dialects.mysql_updates import ordered_update
 from jobq.dialects.schema import locks, tasks
@@ -60,7 +61,7 @@ _JSON_TABLE_TYPES: tuple[tuple[type, str], ...] = (
 _STATEMENT_ROOM = 64 * 1024
 
 
-class MySQLDialect(Dialect):
+class MySQLDialect(WalkFairRows, Dialect):
     name = "mysql"
     aliases = ("mysql", "mariadb")
     capture_is_one_statement = False
@@ -294,9 +295,6 @@ class MySQLDialect(Dialect):
             return self.capture_values(named_leases=named_leases, now=now)
 
         return self._take_ids(conn, ids, ("capture", named_leases, unlimited_only), values, params)
-
-    def fair_member(self, rows: sa.Select[Any], position: int) -> sa.Select[Any]:
-        return rows.with_for_update(skip_locked=True)  # as capture_branch
 
     def capture_ids(
         self,

@@ -22,8 +22,7 @@ from jobq.dialects.base import (
     READ_ONLY,
     Dialect,
 )
-from jobq.dialects.fair import TURN_FIELDS
-from jobq.dialects.schema import fair_keys, tasks
+from jobq.dialects.schema import tasks
 
 c = tasks.c
 
@@ -219,27 +218,6 @@ class SQLiteDialect(Dialect):
             for name, type_ in fields
         ]
         return sa.select(*columns).select_from(each).subquery("record")
-
-    def set_fair_turns(self) -> sa.Update:
-        # Each key's row by its primary key (an IN list), its turn read from its record:
-        # joined, SQLite reads the JSON records again for every key row of the queue.
-        def build() -> sa.Update:
-            new, named = (
-                self.json_records(sa.bindparam("f_turns", type_=sa.Text), TURN_FIELDS)
-                for _ in range(2)
-            )
-            k = fair_keys.c
-            turn = sa.select(new.c.turn).where(new.c.fair_key == k.fair_key).scalar_subquery()
-            return (
-                sa.update(fair_keys)
-                .where(
-                    k.queue == sa.bindparam("f_queue", type_=sa.String),
-                    k.fair_key.in_(sa.select(named.c.fair_key)),
-                )
-                .values(turn=turn)
-            )
-
-        return self.memo("fair set turns", build)
 
     def capture_statement(
         self, queue_count: int | None, named_leases: int | None, unlimited_only: bool = True

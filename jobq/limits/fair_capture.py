@@ -219,5 +219,4 @@ class FairCapture:
             self._set_turns(conn, queue, {key.name: key.start})
 
     def _set_turns(self, conn: Connection, queue: str, turns: dict[str, float]) -> None:
-        params = {"f_queue": queue, **self.dialect.fair_turn_params(turns)}
-        conn.execute(self.dialect.set_fair_turns(), params)
+        self.dialect.set_fair_turns(conn, queue, turns)
