@@ -305,10 +305,12 @@ def reset(store: jobq.Store) -> None:
 
 
 def analyze(store: jobq.Store) -> None:
-    """ANALYZE the tasks table, so that the planner knows the rows just loaded."""
+    """ANALYZE the tables a capture reads (tasks, fair keys), so that the planner knows the
+    rows just loaded, as autovacuum would tell it a minute later."""
     mysql = store.engine.dialect.name in ("mysql", "mariadb")
     with store.engine.begin() as conn:
-        conn.exec_driver_sql(f"ANALYZE TABLE {TABLE}" if mysql else f"ANALYZE {TABLE}")
+        for table in (TABLE, "jobq_fair_keys"):
+            conn.exec_driver_sql(f"ANALYZE TABLE {table}" if mysql else f"ANALYZE {table}")
 
 
 def status_counts(store: jobq.Store) -> dict[str, int]:
