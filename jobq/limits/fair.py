@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -38,6 +39,9 @@ lc = limits.c
 
 #: The key of a fair queue's rows that were given none.
 KEYLESS = ""
+
+#: Rows a statement of settle() gives the key ``""`` at most (an IN list of their ids).
+SETTLE_BATCH = 500
 
 
 class FairQueues:
@@ -242,31 +246,71 @@ class FairQueues:
         keys of its waiting rows that have no row in jobq_fair_keys or an idle one: rows
         written by Stores that did not yet know the queue was fair, and rows made to wait
         again without an enqueue (a workflow's release, an operator's retry). How many
-        rows and keys it changed. A scan of the queue's waiting rows."""
-        return self.db.write(lambda conn: self._settle(conn, queue), atomic=True)
+        rows and keys it changed.
 
-    def _settle(self, conn: Connection, queue: str) -> int:
-        if not _is_fair(conn, queue):
+        It scans the queue's waiting rows in a read of its own, and writes (a short
+        transaction) only what it found to change: on SQLite a write transaction holds
+        every other writer off, and the scan of a million rows takes half a second."""
+        with self.db.unit(read_only=True) as conn:
+            if not _is_fair(conn, queue):
+                return 0
+            keyless = list(conn.execute(_keyless_rows(queue)).scalars())
+            asleep = self._asleep(conn, queue, {KEYLESS} if keyless else set())
+        if not keyless and not asleep:
             return 0
-        keyless = conn.execute(
-            sa.update(tasks)
-            .where(c.queue_id == queue, c.fair_key.is_(None), waiting(c))
-            .values(fair_key=KEYLESS)
-        ).rowcount
+
+        def write(conn: Connection) -> int:
+            if not _is_fair(conn, queue):
+                return 0
+            keyed = 0
+            for start in range(0, len(keyless), SETTLE_BATCH):
+                batch = keyless[start : start + SETTLE_BATCH]
+                # Only rows still keyless and waiting: the read was in a transaction before.
+                keyed += conn.execute(_give_keyless_key(queue, c.id.in_(batch))).rowcount
+            if asleep:  # woken since the read, a key only moves its version on: harmless
+                self.enqueued(conn, queue, asleep)
+            return int(keyed) + len(asleep)
+
+        return self.db.write(write, atomic=True)
+
+    def _settle(self, conn: Connection, queue: str) -> None:
+        """settle() in ``conn``'s transaction (making the queue fair): its rows without a key
+        given the key ``""`` in one statement, whatever their number."""
+        conn.execute(_give_keyless_key(queue, sa.true()))
+        asleep = self._asleep(conn, queue)
+        if asleep:
+            self.enqueued(conn, queue, asleep)
+
+    def _asleep(
+        self, conn: Connection, queue: str, also: AbstractSet[str] = frozenset()
+    ) -> list[str]:
+        """The keys of ``queue``'s waiting rows, and ``also``, that have no row in
+        jobq_fair_keys, or an idle one; a scan of the queue's waiting rows with a key."""
         found = sa.select(c.fair_key).where(
             self.dialect.within(FAIR_INDEX),
             c.queue_id == queue,
             c.fair_key.is_not(None),
             waiting(c),
         )
-        keys = sorted({key for (key,) in conn.execute(found.distinct())})
+        keys = {key for (key,) in conn.execute(found.distinct())} | also
         awake = conn.execute(
             sa.select(k.fair_key).where(k.queue == queue, k.idle == sa.false())
         ).scalars()
-        asleep = sorted(set(keys) - set(awake))
-        if asleep:
-            self.enqueued(conn, queue, asleep)
-        return int(keyless) + len(asleep)
+        return sorted(keys - set(awake))
+
+
+def _keyless_rows(queue: str) -> sa.Select[Any]:
+    """The ids of ``queue``'s waiting rows without a key."""
+    return sa.select(c.id).where(c.queue_id == queue, c.fair_key.is_(None), waiting(c))
+
+
+def _give_keyless_key(queue: str, among: sa.ColumnElement[bool]) -> sa.Update:
+    """Give ``queue``'s waiting rows without a key, ``among`` these, the key ``""``."""
+    return (
+        sa.update(tasks)
+        .where(among, c.queue_id == queue, c.fair_key.is_(None), waiting(c))
+        .values(fair_key=KEYLESS)
+    )
 
 
 def _is_fair(conn: Connection, queue: str) -> bool:

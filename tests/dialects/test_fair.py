@@ -141,6 +141,26 @@ def test_a_store_that_did_not_know_the_queue_was_fair_is_settled(
     assert keys_of(capture(store, 10, "q")) == {"": 2, "late": 1}
 
 
+def test_settling_reads_without_holding_writers_off(fair: jobq.Store) -> None:
+    """With nothing to settle, settle() writes nothing: it finishes while another
+    transaction holds the database's (SQLite) or the rows' write locks."""
+    enqueue(fair, "a", 3)
+    captured = capture(fair, 1, "q")
+    done: list[int] = []
+    with fair.engine.connect() as holder, holder.begin():
+        # Hold writers off: SQLite's write lock, the rows' and the keys' locks elsewhere.
+        if fair.engine.dialect.name == "sqlite":
+            holder.exec_driver_sql("UPDATE jobq_limits SET updated_at = updated_at")
+        else:
+            holder.execute(sa.select(tasks.c.id).with_for_update())
+            holder.execute(sa.select(fair_keys.c.fair_key).with_for_update())
+        thread = threading.Thread(target=lambda: done.append(fair.fair_queues.settle("q")))
+        thread.start()
+        until(lambda: done, timeout=60)
+    assert done == [0]
+    finish(fair, captured)
+
+
 # --- shares -----------------------------------------------------------------------------
 
 
