@@ -357,7 +357,8 @@ class TaskFunction:
     def s(self, **kwargs: Any) -> Signature:
         """A jobq.Signature: this task with these arguments (checked now), to enqueue as a
         node of a workflow (jobq.chain, group, chord, Workflow). Options: ``_queue``,
-        ``_priority``, ``_delay`` (from the workflow's enqueue) and ``_run_at``.
+        ``_priority``, ``_delay`` (from the workflow's enqueue), ``_run_at`` and
+        ``_fair_key``.
 
         Raises:
             InvalidTaskArguments: bad arguments, an unknown option, or ``_connection``

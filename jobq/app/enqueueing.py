@@ -13,6 +13,7 @@ from jobq.app.store import Store
 from jobq.core.registry import TaskDefinition
 from jobq.db.errors import InvalidTaskArguments, InvalidWorkflow
 from jobq.db.payload import encode_args
+from jobq.db.validation import check_key
 from jobq.workflows.graph import Signature, SignatureApp
 
 #: Enqueue options of TaskFunction.enqueue; the leading underscore keeps them apart from
@@ -125,6 +126,8 @@ def signature(app: SignatureApp, definition: TaskDefinition, kwargs: dict[str, A
             "cannot be replaced by another pending task"
         )
     row = definition.row_options(arguments)
+    fair_key = options.get("fair_key", row["fair_key"])
+    check_key("fair_key", fair_key)
     return Signature(
         app=app,
         name=name,
@@ -137,6 +140,7 @@ def signature(app: SignatureApp, definition: TaskDefinition, kwargs: dict[str, A
         lock_key=row["lock_key"],
         delay=options.get("delay"),
         run_at=options.get("run_at"),
+        fair_key=fair_key,
     )
 
 

@@ -80,6 +80,12 @@ class FairKeys(Protocol):
         wake their keys there."""
         ...
 
+    def released(self, conn: Connection, ids: Sequence[int]) -> None:
+        """Rows ``ids`` wait again without an enqueue, in ``conn``'s transaction (a
+        workflow's node released, an operator's retry): wake the keys of those of fair
+        queues there (a row without a key gets the key '')."""
+        ...
+
 
 #: ``(ends, write, connection)``: run ``write(conn)``, which records ``ends`` and returns
 #: how many applied, and what those ends cause, in one transaction (``connection``'s, if

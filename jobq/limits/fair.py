@@ -66,6 +66,7 @@ class FairQueues:
         self.dialect = store.dialect
         self._limits = store.capability(Limits)
         store.hooks.fair_keys = self
+        store.hooks.after_retry.append(self._retried)
 
     # --- the hook fair_keys (jobq.core.hooks) -----------------------------------------
 
@@ -86,6 +87,35 @@ class FairQueues:
         writer of key rows goes, so that two never wait for each other)."""
         rows = [{"f_queue": queue, "f_key": key} for key in sorted(set(keys))]
         conn.execute(self.dialect.wake_fair_key(), rows)
+
+    def released(self, conn: Connection, ids: Sequence[int]) -> None:
+        """Rows ``ids`` wait again without an enqueue, in ``conn``'s transaction (a
+        workflow's node released, an operator's retry): wake the keys of those of fair
+        queues there, a row without a key given the key ``""`` (else a key idled
+        meanwhile, or no key, would leave them to the upkeep's settle). Nothing is read
+        while this Store knows no fair queue."""
+        fair = self._limits.fair_shares(conn)
+        if not fair or not ids:
+            return
+        found = conn.execute(
+            sa.select(c.id, c.queue_id, c.fair_key).where(c.id.in_(list(ids)), waiting(c))
+        ).all()
+        keys: dict[str, set[str]] = {}
+        keyless: dict[str, list[int]] = {}
+        for id, queue, key in found:
+            if queue in fair:
+                if key is None:
+                    keyless.setdefault(queue, []).append(id)
+                keys.setdefault(queue, set()).add(KEYLESS if key is None else key)
+        for queue, given in keyless.items():
+            conn.execute(_give_keyless_key(queue, c.id.in_(given)))
+        for queue, woken in sorted(keys.items()):
+            self.enqueued(conn, queue, sorted(woken))
+
+    def _retried(self, conn: Connection, id: int) -> int:
+        """The hook after_retry: task ``id`` waits again (Store.retry); its key wakes."""
+        self.released(conn, [id])
+        return 0
 
     # --- settings -------------------------------------------------------------------
 

@@ -40,7 +40,7 @@ class SignatureApp(Protocol):
 
 
 #: The enqueue options a signature takes (``task.s(x=1, _queue="q")``).
-SIGNATURE_OPTIONS = ("_delay", "_run_at", "_priority", "_queue")
+SIGNATURE_OPTIONS = ("_delay", "_run_at", "_priority", "_queue", "_fair_key")
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,6 +72,8 @@ class Signature:
     lock_key: str | None
     delay: float | None = None
     run_at: datetime | None = None
+    #: The key a fair queue shares its captures by (jobq.limits.fair), if any.
+    fair_key: str | None = None
 
     def __post_init__(self) -> None:
         check_key("_queue", self.queue, required=True)

@@ -9,21 +9,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from jobq.core.cancel import cancel_update
+from jobq.core.enqueue_keys import with_fair_settings
 from jobq.core.run_end import chunked_records
 from jobq.db.errors import JobqError, WorkflowNotFound
 from jobq.db.room import Room
-from jobq.db.tasks import Completion, Status, Task, as_utc
+from jobq.db.tasks import Completion, Status, Task
 from jobq.db.validation import check_int
 from jobq.dialects.base import Dialect
 from jobq.dialects.schema import task_edges, tasks, workflows
-from jobq.workflows import settle
+from jobq.workflows import settle, writing
+from jobq.workflows.writing import NodeRow
 
 if TYPE_CHECKING:
     from jobq.core.store import TaskStore
@@ -34,19 +35,6 @@ log = logging.getLogger("jobq.workflows")
 
 #: The error of a node cancelled with its whole workflow (WorkflowHandle.cancel).
 WORKFLOW_CANCELLED = "cancelled with its workflow"
-
-
-class NodeRow(Protocol):
-    """What enqueue_workflow reads of a node (a jobq.workflows.graph.Node)."""
-
-    @property
-    def index(self) -> int: ...
-
-    @property
-    def signature(self) -> Any: ...
-
-    @property
-    def after(self) -> Sequence[NodeRow]: ...
 
 
 class Workflows:
@@ -79,7 +67,11 @@ class Workflows:
         # Waits for an unreachable database as an enqueue does (Enqueuer.waiting), and
         # writes again only if its transaction certainly did not commit.
         with self.store.enqueuer.waiting(connection):
-            written = self._write(nodes, delays, self.db.room(), connection)
+            written = with_fair_settings(
+                self.store.hooks,
+                connection,
+                lambda given: self._write(nodes, delays, self.db.room(), given),
+            )
         # A large workflow is a bulk load: the planner's statistics are refreshed after it
         # as after enqueue_many's (Enqueuer.loaded).
         self.store.enqueuer.loaded(connection, len(nodes))
@@ -100,13 +92,16 @@ class Workflows:
             inserted = conn.execute(header).inserted_primary_key
             assert inserted is not None  # None only when no row was inserted; this writes one
             workflow_id = int(inserted[0])
-            insert = _node_insert(self.dialect)
-            records = [_record(node, now) for node in nodes]
+            insert = writing.node_insert(self.dialect)
+            keys, wake = self._fair_keys(nodes, conn)
+            records = [
+                writing.node_record(node, now, key) for node, key in zip(nodes, keys, strict=True)
+            ]
             for chunk in chunked_records(records, room):
                 conn.execute(insert, {"nodes": chunk, "workflow_id": workflow_id})
             # Ids grow in the order the rows were inserted (ORDER BY position).
             ids = list(
-                conn.execute(_node_ids(self.dialect), {"workflow_id": workflow_id}).scalars()
+                conn.execute(writing.node_ids(self.dialect), {"workflow_id": workflow_id}).scalars()
             )
             edges = [
                 {"child_id": ids[node.index], "position": position, "parent_id": ids[p.index]}
@@ -114,10 +109,37 @@ class Workflows:
                 for position, p in enumerate(node.after)
             ]
             for chunk in chunked_records(edges, room) if edges else ():
-                conn.execute(_edge_insert(self.dialect), {"edges": chunk})
+                conn.execute(writing.edge_insert(self.dialect), {"edges": chunk})
+            if (hook := self.store.hooks.fair_keys) is not None:
+                for queue, woken in sorted(wake.items()):
+                    hook.enqueued(conn, queue, sorted(woken))
             return workflow_id, ids
 
         return self.db.write(write, connection, atomic=True)
+
+    def _fair_keys(
+        self, nodes: Sequence[NodeRow], conn: Connection
+    ) -> tuple[list[str | None], dict[str, set[str]]]:
+        """Each node's fair key as stored (FairKeys.key_of: ``""`` for one without, in a
+        fair queue), and by fair queue the keys to wake: those of the nodes written queued
+        (a blocked node's wakes when it is released: _released)."""
+        hook = self.store.hooks.fair_keys
+        if hook is None:
+            return [node.signature.fair_key for node in nodes], {}
+        keys: list[str | None] = []
+        wake: dict[str, set[str]] = {}
+        for node in nodes:
+            queue = node.signature.queue
+            key, fair = hook.key_of(queue, node.signature.fair_key, conn)
+            keys.append(key)
+            if fair and key is not None and not node.after:
+                wake.setdefault(queue, set()).add(key)
+        return keys, wake
+
+    def _released(self, conn: Connection, ids: Sequence[int]) -> None:
+        """Nodes ``ids`` were released (queued): their fair keys wake (FairKeys.released)."""
+        if (hook := self.store.hooks.fair_keys) is not None:
+            hook.released(conn, ids)
 
     # --- what ends do ----------------------------------------------------------------
 
@@ -135,7 +157,7 @@ class Workflows:
                 if conn.execute(mark, {"ids": part}).rowcount:
                     parents.extend(part)
             if parents:
-                settle.queue_children(conn, self.dialect, parents)
+                settle.queue_children(conn, self.dialect, parents, self._released)
                 parents = settle.with_blocked_children(conn, self.dialect, parents)
         if other:
             self._cancel_after(conn, other)
@@ -172,7 +194,9 @@ class Workflows:
         was queued by neither; this read, begun after the commit, sees both."""
         if not parents:
             return 0
-        return self.db.write(lambda conn: settle.queue_children(conn, self.dialect, parents))
+        return self.db.write(
+            lambda conn: settle.queue_children(conn, self.dialect, parents, self._released)
+        )
 
     def _cancel_after(self, conn: Connection, ids: Sequence[int]) -> int:
         """Cancel the blocked descendants of those of ``ids`` that ended without being done."""
@@ -231,7 +255,7 @@ class Workflows:
                 reason = settle.cancelled_because(parent_id, name, status)
                 changed += settle.cancel_descendants(conn, self.dialect, parent_id, reason)
             ready = list(conn.execute(settle.stuck_ready(self.dialect)).scalars())
-            return changed + settle.queue_tasks(conn, self.dialect, ready)
+            return changed + settle.queue_tasks(conn, self.dialect, ready, self._released)
 
         return self.db.write(sweep, atomic=True)
 
@@ -332,96 +356,3 @@ def _cancel_nodes(dialect: Dialect) -> sa.Update:
         c.workflow_id == sa.bindparam("workflow_id", type_=sa.BigInteger),
     )
     return cancel_update(dialect, of_workflow, WORKFLOW_CANCELLED)
-
-
-#: The fields of each node's record in the insert's JSON array parameter ``nodes``.
-NODE_FIELDS: tuple[tuple[str, Any], ...] = (
-    ("position", sa.Integer()),
-    ("queue_id", sa.String()),
-    ("name", sa.String()),
-    ("args", sa.Text()),  # JSON text
-    ("status", sa.String()),
-    ("priority", sa.Integer()),
-    ("retries_left", sa.Integer()),
-    ("timeout", sa.Float()),
-    ("lock_key", sa.String()),
-    ("delay", sa.Float()),  # seconds from the database's now
-)
-#: The fields of each edge's record in the insert's JSON array parameter ``edges``.
-EDGE_FIELDS: tuple[tuple[str, Any], ...] = (
-    ("child_id", sa.BigInteger()),
-    ("position", sa.Integer()),
-    ("parent_id", sa.BigInteger()),
-)
-
-
-def _node_insert(dialect: Dialect) -> sa.Insert:
-    """INSERT of a task per record of the JSON array ``nodes``, in their order."""
-
-    def build() -> sa.Insert:
-        record = dialect.json_records(sa.bindparam("nodes", type_=sa.Text), NODE_FIELDS)
-        columns = {
-            "queue_id": record.c.queue_id,
-            "name": record.c.name,
-            "args": dialect.json_from_text(record.c.args),
-            "status": record.c.status,
-            "priority": record.c.priority,
-            "retries_left": record.c.retries_left,
-            "timeout": record.c.timeout,
-            "lock_key": record.c.lock_key,
-            "run_at": dialect.now_plus(record.c.delay),
-            "workflow_id": sa.bindparam("workflow_id", type_=sa.BigInteger),
-            "attempt": sa.literal(0, sa.Integer),
-            "recurring": sa.literal(False, sa.Boolean),
-            "created_at": dialect.now(),
-        }
-        rows = sa.select(*columns.values()).order_by(record.c.position)
-        return sa.insert(tasks).from_select(list(columns), rows)
-
-    return dialect.memo(("workflow", "insert nodes"), build)
-
-
-def _node_ids(dialect: Dialect) -> sa.Select[Any]:
-    """The ids of workflow ``workflow_id``'s tasks, in the order they were inserted."""
-    return dialect.memo(
-        ("workflow", "node ids"),
-        lambda: (
-            sa.select(c.id)
-            .where(
-                dialect.within("jobq_tasks_workflow"),
-                c.workflow_id == sa.bindparam("workflow_id", type_=sa.BigInteger),
-            )
-            .order_by(c.id)
-        ),
-    )
-
-
-def _edge_insert(dialect: Dialect) -> sa.Insert:
-    """INSERT of an edge per record of the JSON array ``edges``."""
-
-    def build() -> sa.Insert:
-        record = dialect.json_records(sa.bindparam("edges", type_=sa.Text), EDGE_FIELDS)
-        rows = sa.select(record.c.child_id, record.c.position, record.c.parent_id)
-        return sa.insert(task_edges).from_select(["child_id", "position", "parent_id"], rows)
-
-    return dialect.memo(("workflow", "insert edges"), build)
-
-
-def _record(node: NodeRow, now: datetime | None) -> dict[str, Any]:
-    """The record of ``node``'s task row in the insert's ``nodes`` parameter."""
-    signature = node.signature
-    delay = signature.delay or 0.0
-    if signature.run_at is not None and now is not None:
-        delay = (as_utc(signature.run_at) - as_utc(now)).total_seconds()
-    return {
-        "position": node.index,
-        "queue_id": signature.queue,
-        "name": signature.name,
-        "args": signature.args_text,
-        "status": (Status.BLOCKED if node.after else Status.QUEUED).value,
-        "priority": signature.priority,
-        "retries_left": signature.retries,
-        "timeout": signature.timeout,
-        "lock_key": signature.lock_key,
-        "delay": float(delay),
-    }

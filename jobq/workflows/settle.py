@@ -17,7 +17,7 @@ at most CHUNK ids.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -238,12 +238,18 @@ def cancelled_because(parent_id: int, name: str | None, status: str | None) -> s
     return f"cancelled: task {parent_id} ({name}), which it waits for, {how}"
 
 
-def queue_children(conn: Connection, dialect: Dialect, parent_ids: Sequence[int]) -> int:
+#: ``(conn, ids)``: tasks ``ids`` were just queued (FairKeys.released wakes their keys).
+Released = Callable[[Connection, Sequence[int]], None]
+
+
+def queue_children(
+    conn: Connection, dialect: Dialect, parent_ids: Sequence[int], released: Released
+) -> int:
     """Queue the blocked children of ``parent_ids`` that wait for nothing more; how many."""
     ready: list[int] = []
     for part in chunks(parent_ids):
         ready.extend(conn.execute(ready_children(dialect), {"ids": part}).scalars())
-    return queue_tasks(conn, dialect, ready)
+    return queue_tasks(conn, dialect, ready, released)
 
 
 def with_blocked_children(conn: Connection, dialect: Dialect, ids: Sequence[int]) -> list[int]:
@@ -253,13 +259,14 @@ def with_blocked_children(conn: Connection, dialect: Dialect, ids: Sequence[int]
     return [p for part in chunks(ids) for p in conn.execute(statement, {"ids": part}).scalars()]
 
 
-def queue_tasks(conn: Connection, dialect: Dialect, ids: Sequence[int]) -> int:
-    """Queue those of the tasks ``ids`` that are blocked, and wake the workers of their
-    queues where the database can; how many."""
+def queue_tasks(conn: Connection, dialect: Dialect, ids: Sequence[int], released: Released) -> int:
+    """Queue those of the tasks ``ids`` that are blocked, tell ``released``, and wake the
+    workers of their queues where the database can; how many."""
     queued = 0
     for part in chunks(ids):
         if (count := conn.execute(queue_ready(dialect), {"ids": part}).rowcount) > 0:
             queued += count
+            released(conn, part)
             dialect.wake_workers(conn, part)
     return queued
 
