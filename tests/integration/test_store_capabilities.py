@@ -59,7 +59,10 @@ def test_each_capability_is_made_once_per_store_and_hooks_in_once() -> None:
     hooks = store.hooks
     assert hooks.capture_filter is store.queue_limits
     assert hooks.ends_in_workflow == store.workflows.end_nodes
-    assert len(hooks.after_cancel) == len(hooks.after_retry) == len(hooks.after_removal) == 1
+    assert len(hooks.after_cancel) == len(hooks.after_removal) == 1
+    # After a retry: the workflows revive the nodes below, the fair queues wake the key.
+    assert hooks.after_retry == [store.fair_queues._retried, store.workflows._revive_after]
+    assert hooks.fair_keys is store.fair_queues
     assert len(hooks.ends_left_alone) == len(hooks.rescues) == 1
 
 
