@@ -5,6 +5,8 @@
   and the fenced write of its outcome.
 - ``limited_effect`` does the same on the queue ``limited`` (the test gives it a
   concurrency limit, so the limiter's slots are under the same faults).
+- ``fair_effect`` does the same on the queue ``fair`` (made fair, its keys capped: the
+  turns and caps of jobq.limits.fair under the same faults).
 - ``leased_effect`` does the same while holding a Lease, to show that no lease is left
   outstanding once the killed holders' leases lapse.
 
@@ -69,6 +71,12 @@ def effect(n: int) -> int:
 
 @app.task(queue="limited", retries=RETRIES, lease=LEASE, backoff=jobq.FixedBackoff(0))
 def limited_effect(n: int) -> int:
+    _record_effect()
+    return n
+
+
+@app.task(queue="fair", retries=RETRIES, lease=LEASE, backoff=jobq.FixedBackoff(0))
+def fair_effect(n: int) -> int:
     _record_effect()
     return n
 

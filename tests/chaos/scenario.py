@@ -35,6 +35,10 @@ from tests.postgres_server import PostgresServer
 
 ROOT = Path(__file__).resolve().parents[2]
 CONCURRENCY = 8  # per worker
+#: The fair queue's keys (tenants); the queue each task is enqueued in (the app's).
+FAIR_KEYS = 7
+QUEUES = {"effect": "default", "leased_effect": "default", "limited_effect": "limited",
+          "fair_effect": "fair"}  # fmt: skip
 #: A worker that logs either of these refused or dropped an outcome whose lease had
 #: lapsed: its task ran again elsewhere, so one more side effect is expected.
 _STALE = re.compile(r"(\d+) outcome\(s\) were stale")
@@ -65,6 +69,7 @@ class Report:
     stuck_in_progress: int = 0
     leases_outstanding: int = 0
     limiter_slots_held: int = 0
+    done_by_queue: Counter[str] = field(default_factory=Counter)  # tasks done, by queue
     listen_reconnected: bool | None = None  # every live worker LISTENs again after a restart
     worker_errors: list[str] = field(default_factory=list)  # tracebacks in worker logs
     memory: list[tuple[float, int]] = field(default_factory=list)  # (seconds, KiB) of one worker
@@ -82,7 +87,8 @@ class Report:
             f"duplicates {self.duplicates} ({self.explained_by_kills} after kills, "
             f"{self.unexplained} otherwise, {self.stale_or_lost} stale or lost outcomes "
             f"logged), retries spent {self.retries_spent}, stuck {self.stuck_in_progress}, "
-            f"leases {self.leases_outstanding}, limiter slots {self.limiter_slots_held}"
+            f"leases {self.leases_outstanding}, limiter slots {self.limiter_slots_held}; "
+            f"done by queue {dict(sorted(self.done_by_queue.items()))}"
         )
 
 
@@ -106,7 +112,7 @@ class Fleet:
         with log.open("wb") as out:
             return subprocess.Popen(
                 [sys.executable, "-m", "jobq.cli", "worker", "--app", "tests.apps.chaos:app",
-                 "--queues", "default,limited", "--concurrency", str(self.concurrency),
+                 "--queues", "default,limited,fair", "--concurrency", str(self.concurrency),
                  "--poll-interval", "1", "--grace", "30", "--log-level", "WARNING"],
                 env=self.env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
@@ -172,28 +178,34 @@ class Fleet:
 
 
 def prepare(url: str) -> jobq.Store:
-    """Migrate, empty every table the scenario uses, and limit the queue ``limited``."""
+    """Migrate, empty every table the scenario uses, limit the queue ``limited`` and make
+    the queue ``fair`` fair, at most 2 runs of a key at once."""
     store = jobq.Store(url)
     store.migrate()
     with store.engine.begin() as conn:
         for table in (schema.tasks, schema.locks, schema.limits, schema.limit_starts,
-                      schema.workers):  # fmt: skip
+                      schema.workers, schema.fair_keys):  # fmt: skip
             conn.execute(sa.delete(table))
     chaos.EFFECTS.drop(store.engine, checkfirst=True)
     chaos.EFFECTS.create(store.engine)
     store.set_limit("limited", concurrency=3)
+    store.fair_queues.make_fair("fair", max_running_per_key=2)
     return store
 
 
 def enqueue(store: jobq.Store, count: int, first: int = 0) -> None:
-    """``count`` tasks: 80 % ``effect``, 10 % ``limited_effect``, 10 % ``leased_effect``."""
-    names = {0: "limited_effect", 1: "leased_effect"}
-    by_name: dict[str, list[dict[str, int]]] = {}
+    """``count`` tasks: 70 % ``effect``, 10 % each ``limited_effect``, ``leased_effect``
+    and ``fair_effect`` (over FAIR_KEYS keys)."""
+    names = {0: "limited_effect", 1: "leased_effect", 2: "fair_effect"}
+    by_name: dict[tuple[str, str | None], list[dict[str, int]]] = {}
     for n in range(first, first + count):
-        by_name.setdefault(names.get(n % 10, "effect"), []).append({"n": n})
-    for name, kwargs in by_name.items():
+        name = names.get(n % 10, "effect")
+        key = f"tenant-{n % FAIR_KEYS}" if name == "fair_effect" else None
+        by_name.setdefault((name, key), []).append({"n": n})
+    for (name, key), kwargs in by_name.items():
         for start in range(0, len(kwargs), 1000):
-            store.enqueue_many(name, kwargs[start : start + 1000], retries=chaos.RETRIES)
+            batch = kwargs[start : start + 1000]
+            store.enqueue_many(name, batch, retries=chaos.RETRIES, queue=QUEUES[name], fair_key=key)
 
 
 def done_count(store: jobq.Store) -> int:
@@ -360,7 +372,7 @@ def _leases_after_lapse(store: jobq.Store) -> int:
 def _check(store: jobq.Store, report: Report, logs: list[Path]) -> None:
     """Fill in the report's findings from the database and the workers' logs."""
     with store.engine.connect() as conn:
-        columns = ("id", "status", "attempt", "retries_left", "args", "result")
+        columns = ("id", "status", "attempt", "retries_left", "args", "result", "queue_id")
         rows = conn.execute(sa.select(*(tasks.c[name] for name in columns))).all()
         effects = conn.execute(
             sa.select(chaos.EFFECTS.c.task_id, chaos.EFFECTS.c.attempt, chaos.EFFECTS.c.pid)
@@ -376,6 +388,7 @@ def _check(store: jobq.Store, report: Report, logs: list[Path]) -> None:
             report.not_done += 1
             report.stuck_in_progress += row.status == "in_progress"
             continue
+        report.done_by_queue[row.queue_id] += 1
         report.wrong_results += row.result != row.args["n"]
         report.retries_spent += chaos.RETRIES - row.retries_left
         if runs[(row.id, row.attempt)] == 0:

@@ -39,6 +39,9 @@ def assert_nothing_lost_or_held(report: scenario.Report) -> None:
     assert report.leases_outstanding == 0
     assert report.limiter_slots_held == 0
     assert report.worker_errors == []
+    # The limited and the fair queue had their tenth each, under the same faults.
+    assert report.done_by_queue["limited"] == len(range(0, TASKS, 10))
+    assert report.done_by_queue["fair"] == len(range(2, TASKS, 10))
 
 
 def test_kill_9_every_2_s_and_a_database_restart_lose_nothing(
