@@ -187,6 +187,25 @@ def test_weights_share_the_captures_in_proportion(fair: jobq.Store) -> None:
     assert seen == {"a": 150, "b": 50}
 
 
+def test_a_heavy_key_wins_many_rows_of_a_capture_beside_keys_that_win_one(
+    fair: jobq.Store,
+) -> None:
+    """Keys that may win one row and a key that may win twenty, in one capture (MariaDB
+    reads the first by its walk, the second by a statement of its own)."""
+    fair.fair_queues.make_fair("q", weights={"heavy": 20})
+    enqueue(fair, "heavy", 100)
+    lights = [f"l{i:02}" for i in range(30)]
+    for key in lights:
+        enqueue(fair, key, 3)
+    # All join at turn 0: one row each, heavy's turn 0.05 after, each light's 1.
+    assert keys_of(capture(fair, 31, "q")) == Counter({key: 1 for key in ["heavy", *lights]})
+    # Heavy's tags 0.05 ... 1.0 (20 rows; the tie at 1.0 goes to the earlier start), then
+    # the lights at 1.0 by name.
+    assert keys_of(capture(fair, 31, "q")) == Counter(
+        {"heavy": 20, **dict.fromkeys(lights[:11], 1)}
+    )
+
+
 def test_within_a_key_rows_go_by_priority_then_due_time(fair: jobq.Store) -> None:
     low = enqueue(fair, "a", 2)
     high = fair.enqueue("t", {}, queue="q", fair_key="a", priority=5)
