@@ -214,18 +214,23 @@ class FairStatements:
 
     # --- the rows -------------------------------------------------------------------
 
+    def capturable_of_key(self, fair_key: Any) -> sa.ColumnElement[bool]:
+        """Rows of ``f_queue`` of key ``fair_key`` (a parameter or a column) that a capture
+        may take now, along jobq_tasks_fair: what every dialect's fair_rows reads."""
+        return sa.and_(
+            self.within(FAIR_INDEX),
+            c.queue_id == _param("f_queue"),
+            c.fair_key == fair_key,
+            c.fair_key.is_not(None),
+            self.capturable_waiting(self.now()),
+        )
+
     def fair_key_rows(self, position: int) -> sa.Select[Any]:
         """The next capturable rows of key ``key_<position>`` of ``f_queue``, in capture
         order, at most ``want_<position>``: (position, id)."""
         return (
             sa.select(sa.literal(position, sa.Integer).label("position"), c.id)
-            .where(
-                self.within(FAIR_INDEX),
-                c.queue_id == _param("f_queue"),
-                c.fair_key == _param(f"key_{position}"),
-                c.fair_key.is_not(None),
-                self.capturable_waiting(self.now()),
-            )
+            .where(self.capturable_of_key(_param(f"key_{position}")))
             .order_by(c.priority.desc(), c.run_at, c.id)
             .limit(_param(f"want_{position}", sa.Integer))
         )

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from jobq.dialects.fair import FairStatements, picked_ids, picked_params
-from jobq.dialects.schema import FAIR_INDEX, tasks
+from jobq.dialects.schema import tasks
 
 c = tasks.c
 
@@ -43,13 +43,7 @@ class WalkFairRows(FairStatements):
     def _next_row(self, fair_key: Any, after: sa.FromClause | None) -> sa.ScalarSelect[Any]:
         """The id of key ``fair_key``'s first capturable row of ``f_queue`` in capture order,
         after row ``after`` (an alias of the tasks table) if given; correlated."""
-        stmt = sa.select(c.id).where(
-            self.within(FAIR_INDEX),
-            c.queue_id == sa.bindparam("f_queue", type_=sa.String),
-            c.fair_key == fair_key,
-            c.fair_key.is_not(None),
-            self.capturable_waiting(self.now()),
-        )
+        stmt = sa.select(c.id).where(self.capturable_of_key(fair_key))
         if after is not None:
             p = after.c
             stmt = stmt.where(

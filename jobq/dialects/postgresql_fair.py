@@ -11,7 +11,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import Grouping
 
 from jobq.dialects.fair import FairStatements
-from jobq.dialects.schema import FAIR_INDEX, fair_keys, tasks
+from jobq.dialects.schema import fair_keys, tasks
 
 c = tasks.c
 
@@ -47,13 +47,7 @@ class LateralFairRows(FairStatements):
             )
             rows = (
                 sa.select(c.id)
-                .where(
-                    self.within(FAIR_INDEX),
-                    c.queue_id == sa.bindparam("f_queue", type_=sa.String),
-                    c.fair_key == chosen.c.key,
-                    c.fair_key.is_not(None),
-                    self.capturable_waiting(self.now()),
-                )
+                .where(self.capturable_of_key(chosen.c.key))
                 .order_by(c.priority.desc(), c.run_at, c.id)
                 .limit(chosen.c.want)
                 .with_for_update(skip_locked=True)
