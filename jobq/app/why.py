@@ -356,7 +356,7 @@ def _fair(store: TaskStore, row: Any, details: dict[str, Any]) -> tuple[str, str
     keys, rows = found["keys_ahead"], found["rows_ahead"]
     if keys or rows:
         return "fair_turn", (
-            f"waiting for its key's turn: {keys} key(s) with work come before key {key!r} "
+            f"waiting for its key's turn: {keys} key(s) with work are visited before key {key!r} "
             f"(weight {found['weight']}), and {rows} row(s) of its own key"
         )
     return None

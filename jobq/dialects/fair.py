@@ -1,7 +1,8 @@
 """The statements of a fair queue's capture (jobq.limits.fair); a part of Dialect.
 
-A fair queue's capture reads whose turn it is from jobq_fair_keys, then each chosen key's
-next rows along jobq_tasks_fair, in capture order, locking them, and captures those ids.
+A fair queue's capture reads the keys it visits from jobq_fair_keys, in key order, then each
+key's next rows along jobq_tasks_fair, in capture order, locking them, captures those ids and
+writes where it stopped in the queue's jobq_limits row.
 The portable statements are here; a dialect changes how the keys' rows are read (fair_rows:
 PostgreSQL joins LATERAL, MariaDB and MySQL walk them with a recursive CTE, SQLite takes a
 UNION ALL of a subquery per key) and how a list of ids is captured (capture_ids).
@@ -22,6 +23,7 @@ from jobq.dialects.schema import (
     FAIR_INDEX,
     FAIR_RUNNING_INDEX,
     fair_keys,
+    limits,
     status_is,
     tasks,
     waiting,
@@ -31,8 +33,8 @@ from jobq.dialects.upserts import UpsertKey
 c = tasks.c
 k = fair_keys.c
 
-#: What a capture reads of a key: its name, turn, weight (None: the queue's) and version.
-KEY_COLUMNS = (k.fair_key, k.turn, k.weight, k.version)
+#: What a capture reads of a key: its name, weight (None: the queue's) and version.
+KEY_COLUMNS = (k.fair_key, k.weight, k.version)
 
 
 def picked_ids(ids: Sequence[int]) -> tuple[int, dict[str, int]]:
@@ -49,23 +51,6 @@ def picked_params(width: int) -> list[sa.BindParameter[int]]:
 
 def _param(name: str, type_: Any = sa.String) -> sa.BindParameter[Any]:
     return sa.bindparam(name, type_=type_)
-
-
-def _set_turns(width: int) -> sa.Update:
-    """set_fair_turns' statement for ``width`` keys ``turn_key_<i>`` and their ``turn_<i>``:
-    an IN list of primary keys and a CASE of the turns. (A join with JSON records of them
-    was planned on SQLite, without statistics, as a scan of every key for each record:
-    355 ms at 10,000 keys; MariaDB ran it in twice the time of this one.)"""
-    keys = [_param(f"turn_key_{i}") for i in range(width)]
-    turn = sa.case(
-        *((k.fair_key == key, _param(f"turn_{i}", sa.Float)) for i, key in enumerate(keys)),
-        else_=k.turn,
-    )
-    return (
-        sa.update(fair_keys)
-        .where(k.queue == _param("f_queue"), k.fair_key.in_(keys))
-        .values(turn=turn)
-    )
 
 
 class FairStatements:
@@ -115,25 +100,33 @@ class FairStatements:
 
     # --- the keys ---------------------------------------------------------------------
 
-    def fair_keys_in_turn(self, after: bool) -> sa.Select[Any]:
-        """The keys of ``f_queue`` not idle, in turn order, at most ``limit``; with ``after``,
-        those after (``after_turn``, ``after_key``) in that order."""
+    def fair_keys_between(self, lower: bool | None, upper: bool | None) -> sa.Select[Any]:
+        """The keys of ``f_queue`` not idle, in key order, at most ``limit``: those after key
+        ``lower_key`` (``lower``: the key itself too; None: from the first key) and before
+        ``upper_key`` (``upper``: the key itself too; None: to the last). The database
+        compares the keys, in the order of the primary key."""
 
         def build() -> sa.Select[Any]:
             stmt = sa.select(*KEY_COLUMNS).where(k.queue == _param("f_queue"), k.idle == sa.false())
-            if after:
-                turn, key = _param("after_turn", k.turn.type), _param("after_key")
-                stmt = stmt.where(sa.or_(k.turn > turn, sa.and_(k.turn == turn, k.fair_key > key)))
-            return stmt.order_by(k.turn, k.fair_key).limit(_param("limit", sa.Integer))
+            if lower is not None:
+                low = _param("lower_key")
+                stmt = stmt.where(k.fair_key >= low if lower else k.fair_key > low)
+            if upper is not None:
+                high = _param("upper_key")
+                stmt = stmt.where(k.fair_key <= high if upper else k.fair_key < high)
+            return stmt.order_by(k.fair_key).limit(_param("limit", sa.Integer))
 
-        return self.memo(("fair keys in turn", after), build)
+        return self.memo(("fair keys between", lower, upper), build)
 
-    def present_turn(self) -> sa.Select[Any]:
-        """The queue's present turn: the lowest of its keys that are not idle nor joining."""
+    def set_fair_cursor(self) -> sa.Update:
+        """Where the last capture of fair queue ``f_queue`` stopped: key ``cursor``, and
+        ``taken`` rows of a visit it cut short (0: the visit ended)."""
         return self.memo(
-            "fair present turn",
-            lambda: sa.select(sa.func.min(k.turn)).where(
-                k.queue == _param("f_queue"), k.idle == sa.false(), k.turn >= 0
+            "fair set cursor",
+            lambda: (
+                sa.update(limits)
+                .where(limits.c.queue == _param("f_queue"))
+                .values(fair_cursor=_param("cursor"), fair_cursor_taken=_param("taken", sa.Integer))
             ),
         )
 
@@ -158,33 +151,20 @@ class FairStatements:
         return self.memo(("fair running by key", count), build)
 
     def wake_fair_key(self) -> sa.Insert:
-        """Make key ``f_key`` of ``f_queue`` wait for its turn, in the transaction of the
-        enqueue that gives it a row: its row made if new, woken if idle (turn -1: it
-        rejoins at the present turn), and its version moved on either way."""
+        """Make key ``f_key`` of ``f_queue`` wait for captures to visit it, in the transaction
+        of the enqueue that gives it a row: its row made if new, woken if idle, and its
+        version moved on either way."""
 
         def build() -> sa.Insert:
             values = {"queue": _param("f_queue"), "fair_key": _param("f_key")}
-            # The turn first: MySQL assigns in order, each seeing the ones before. No bound
-            # parameter past VALUES: PyMySQL's executemany would not fill it in.
+            # No bound parameter past VALUES: PyMySQL's executemany would not fill it in.
             update = {
-                "turn": sa.case((k.idle, sa.literal_column("-1", k.turn.type)), else_=k.turn),
                 "idle": sa.false(),
                 "version": k.version + sa.literal_column("1", sa.BigInteger),
             }
             return self.upsert_statement(fair_keys, [k.queue, k.fair_key], values, update)
 
         return self.memo("fair wake key", build)
-
-    def set_fair_turns(self, conn: Connection, queue: str, turns: dict[str, float]) -> None:
-        """Keys of ``queue`` take new ``turns`` (by key), in one statement whatever their
-        number: each key's row found by its primary key, in key order (the order every
-        writer of key rows goes in)."""
-        ordered = sorted(turns.items())
-        width = 1 << (len(ordered) - 1).bit_length()
-        params: dict[str, Any] = {"f_queue": queue}
-        for i in range(width):  # padded with the last key: a few statement shapes
-            params[f"turn_key_{i}"], params[f"turn_{i}"] = ordered[min(i, len(ordered) - 1)]
-        self.run_prepared(conn, ("fair set turns", width), lambda: _set_turns(width), params)
 
     def idle_fair_key(self) -> sa.Update:
         """Idle key ``f_key`` of ``f_queue`` if it is still at ``f_version`` and nothing of it

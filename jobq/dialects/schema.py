@@ -9,7 +9,6 @@ import sqlalchemy as sa
 from jobq.db.tasks import Status
 from jobq.dialects.types import (
     BigId,
-    Double,
     LongText,
     Moment,
     Seconds,
@@ -311,6 +310,11 @@ limits = sa.Table(
     sa.Column("fair", sa.Boolean(), nullable=False, server_default=sa.false()),
     sa.Column("default_weight", sa.Integer(), nullable=True),
     sa.Column("max_running_per_key", sa.Integer(), nullable=True),
+    # Where a fair queue's last capture stopped: the last key it visited, and how many rows
+    # of that key's visit it took when the capture was full before the visit ended (0: the
+    # visit ended; the next capture starts after the key).
+    sa.Column("fair_cursor", sa.String(255), nullable=True),
+    sa.Column("fair_cursor_taken", sa.Integer(), nullable=False, server_default="0"),
     sa.CheckConstraint("concurrency >= 1", name="jobq_limits_concurrency_positive"),
     sa.CheckConstraint(
         "(rate_count IS NULL AND rate_period IS NULL) OR (rate_count IS NOT NULL"
@@ -395,31 +399,30 @@ partial_index_where_native(
     where=task_edges.c.parent_done == sa.false(),
 )
 
-#: The keys of fair queues (jobq.limits.fair), one row per (queue, key): whose turn it is.
-#: A capture serves the keys with the lowest ``turn`` and adds 1/weight to it for each row
-#: it takes (stride scheduling); -1 is a key (re)joining: served at once, its turn set to
-#: the queue's present one, so a tenant back from idle gets no credit for its absence.
-#: ``idle``: nothing of the key waited or ran when a capture looked, so captures skip it
-#: until an enqueue of the key wakes it. ``version`` grows with every enqueue of the key: a
-#: capture idles a key only while it is the version the capture read, so it never idles a
-#: key whose new row it could not yet see. ``weight``: the key's own (NULL: the queue's).
+#: The keys of fair queues (jobq.limits.fair), one row per (queue, key). Captures visit the
+#: keys that are not ``idle`` in key order, round and round (deficit round robin: each visit
+#: takes up to the key's weight in rows); where the last capture stopped is the queue's
+#: jobq_limits row's cursor. ``idle``: nothing of the key waited or ran when a capture
+#: looked, so captures skip it until an enqueue of the key wakes it. ``version`` grows with
+#: every enqueue of the key: a capture idles a key only while it is the version the capture
+#: read, so it never idles a key whose new row it could not yet see. ``weight``: the key's
+#: own (NULL: the queue's).
 fair_keys = sa.Table(
     "jobq_fair_keys",
     metadata,
     sa.Column("queue", sa.String(255), primary_key=True),
     sa.Column("fair_key", sa.String(255), primary_key=True),
-    sa.Column("turn", Double, nullable=False, server_default="-1"),
     sa.Column("weight", sa.Integer(), nullable=True),
     sa.Column("idle", sa.Boolean(), nullable=False, server_default=sa.false()),
     sa.Column("version", sa.BigInteger(), nullable=False, server_default="0"),
     sa.CheckConstraint("weight >= 1", name="jobq_fair_keys_weight_positive"),
     **table_options(),
 )
-#: The keys in turn order; idle keys are left out where partial indexes exist.
+#: The keys a capture visits, in key order; idle keys are left out where partial indexes
+#: exist.
 partial_index_where_native(
-    "jobq_fair_keys_turn",
+    "jobq_fair_keys_awake",
     fair_keys.c.queue,
-    fair_keys.c.turn,
     fair_keys.c.fair_key,
     where=fair_keys.c.idle == sa.false(),
 )

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 #: The newest revision shipped with this jobq, as head() finds it among the scripts (a
 #: test keeps the two the same): what check() compares with, without Alembic.
-HEAD = "0016"
+HEAD = "0017"
 
 #: jobq keeps its own version table, so it can share a database with an application
 #: that runs Alembic for its own tables.

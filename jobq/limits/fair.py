@@ -4,8 +4,8 @@ A fair queue serves each fair key (a tenant, a customer: ``@app.task(fair_key=..
 ``_fair_key=`` at enqueue) in proportion to its weight, so that one key's backlog of a
 hundred thousand rows does not hold up another key's single row; at most
 ``max_running_per_key`` runs of one key at once. Rows without a key share one key of their
-own, ``""``. The queue's setting is its jobq_limits row (``fair``); whose turn it is lives
-in jobq_fair_keys and is moved on inside each capture (jobq.limits.fair_capture).
+own, ``""``. The queue's setting is its jobq_limits row (``fair``), which also keeps where
+the captures' round of the keys in jobq_fair_keys stands (jobq.limits.fair_capture).
 
 Made on a TaskStore, it is the store's hook ``fair_keys`` (jobq.core.hooks): an enqueue into
 a fair queue stores a keyless row with the key ``""`` and wakes the row's key in its own
@@ -232,8 +232,8 @@ class FairQueues:
     def position(self, queue: str, fair_key: str | None, row_id: int) -> dict[str, Any] | None:
         """Where a waiting row of ``queue`` stands among its keys (None if the queue is not
         fair): its key, the key's weight, cap and runs, whether the key is in turn (not
-        idle), how many keys with work come before it in turn, and how many rows of its own
-        key come before it."""
+        idle), how many keys with work the captures visit before it, and how many rows of
+        its own key come before it."""
         shares = self.shares()
         share = shares.get(queue)
         if share is None:
@@ -243,7 +243,7 @@ class FairQueues:
             return found
         with self.db.unit(read_only=True) as conn:
             key = conn.execute(
-                sa.select(k.turn, k.weight, k.idle).where(k.queue == queue, k.fair_key == fair_key)
+                sa.select(k.weight, k.idle).where(k.queue == queue, k.fair_key == fair_key)
             ).first()
             of_key = (c.queue_id == queue, c.fair_key == fair_key)
             found["running"] = conn.execute(
@@ -261,11 +261,13 @@ class FairQueues:
             if key is None or key.idle:
                 found["in_turn"] = False
                 return found
-            found.update(in_turn=True, turn=key.turn, weight=key.weight or share.default_weight)
+            found.update(in_turn=True, weight=key.weight or share.default_weight)
+            cursor = conn.execute(
+                sa.select(lc.fair_cursor, lc.fair_cursor_taken).where(lc.queue == queue)
+            ).one()
+            before = _visited_before(fair_key, cursor.fair_cursor, cursor.fair_cursor_taken)
             found["keys_ahead"] = conn.execute(
-                sa.select(sa.func.count()).where(
-                    k.queue == queue, k.idle == sa.false(), k.turn < key.turn
-                )
+                sa.select(sa.func.count()).where(k.queue == queue, k.idle == sa.false(), before)
             ).scalar()
         return found
 
@@ -340,6 +342,27 @@ def _give_keyless_key(queue: str, among: sa.ColumnElement[bool]) -> sa.Update:
         sa.update(tasks)
         .where(among, c.queue_id == queue, c.fair_key.is_(None), waiting(c))
         .values(fair_key=KEYLESS)
+    )
+
+
+def _visited_before(fair_key: str, cursor: str | None, taken: int) -> sa.ColumnElement[bool]:
+    """The keys that captures visit before ``fair_key``, from where the last one stopped
+    (jobq.limits.fair_capture): the ring starts at the key ``cursor`` if its visit was cut
+    short (``taken``), else after it; the database compares the keys."""
+    if cursor is None:
+        return k.fair_key < fair_key
+    start = sa.literal(cursor, sa.String)
+
+    def first_half(key: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
+        return key >= start if taken > 0 else key > start
+
+    me = sa.literal(fair_key, sa.String)
+    return sa.and_(
+        k.fair_key != fair_key,
+        sa.or_(
+            sa.and_(first_half(k.fair_key), sa.or_(k.fair_key < me, sa.not_(first_half(me)))),
+            sa.and_(sa.not_(first_half(k.fair_key)), sa.not_(first_half(me)), k.fair_key < me),
+        ),
     )
 
 

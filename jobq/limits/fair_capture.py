@@ -1,31 +1,32 @@
-"""The capture of a fair queue: weighted fair shares between its keys (stride scheduling).
+"""The capture of a fair queue: weighted fair shares between its keys (deficit round robin).
 
-Each key of a fair queue has a row in jobq_fair_keys with its ``turn``, a virtual time:
-each row a capture takes of the key moves it on by 1/weight, and a capture serves the
-rows with the lowest tags, ``turn + r/weight`` for a key's r-th next row (r = 0, 1, ...).
-Over time each key with work waiting is served in proportion to its weight, whatever its
-backlog; within a key rows go by priority, then due time, then id.
+Captures visit the keys of a fair queue that have work (jobq_fair_keys rows not idle) in
+key order, round and round; a visit takes up to the key's weight in rows, by the usual
+priority, due time and id order within the key. Where the last capture stopped is the
+queue's jobq_limits row (``fair_cursor``: the last key visited; ``fair_cursor_taken``: the
+rows of a visit that a full capture cut short, which the next capture finishes). Over a
+round each key with work waiting is served in proportion to its weight, whatever its
+backlog; a key that joins (its first row, or back from idle) is visited when the round
+reaches it, within one round, without credit for the time it was away.
 
 A capture runs in its queue's transaction, the queue's jobq_limits row locked (captures
-of one fair queue take turns, so a key's cap is exact), and reads:
+of one fair queue take turns, so a key's cap and the cursor are exact), and reads:
 
-1. the runs of the queue whose lease expired (they had their turn; they run again first);
-2. a page of keys in turn order, as many as rows are wanted: the smallest tags of all keys
-   can only belong to these (each further key's first tag is no lower than theirs);
+1. the runs of the queue whose lease expired (they had their visit; they run again first);
+2. a page of keys from the cursor on, in key order, round to the key before it: as many
+   as rows are wanted, each visited key taking at least one row or none;
 3. their runs, where keys are capped;
-4. each key's next rows along jobq_tasks_fair, no more than its tags could win:
-   ``floor((last turn of the page - its turn) * weight) + 1``;
+4. each key's next rows along jobq_tasks_fair, no more than its visit may take;
 
-then takes the rows of the smallest tags, captures them by id, and writes each served
-key's new turn. A key (re)joining (turn -1, set by the enqueue that woke it) starts at
-the queue's present turn: served at once, without credit for the time it was away. A key
-found with nothing waiting or running is idled (skipped until an enqueue wakes it).
-Its cost grows with the keys served, not with the rows waiting.
+then takes the rows visit by visit, captures them by id and writes the cursor: one row
+(the queue's) whatever the number of keys served. When the page holds every key with work
+(fewer than the rows wanted), the capture goes round again, as many rounds as the rows
+wanted take. A key found with nothing waiting or running is idled (skipped until an
+enqueue wakes it). Its cost grows with the keys served, not with the rows waiting.
 """
 
 from __future__ import annotations
 
-import heapq
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -48,19 +49,59 @@ EXPIRED_EVERY = 1.0
 #: nothing due, and each page costs a round trip.
 PAGES = 4
 
+#: Where a fair queue's captures stopped: the last key visited (None: none yet), and the
+#: rows it took of a visit cut short (0: its visit ended).
+Cursor = tuple[str | None, int]
+
 
 @dataclass
 class _Key:
-    """A key as a capture sees it: where its turn starts, its weight and room."""
+    """A key as a capture sees it: its name, weight (its visit's rows) and version."""
 
     name: str
-    #: As stored: -1 for a key joining (the page cursor goes by it).
-    turn: float
-    start: float
     weight: int
     version: int
-    joining: bool
-    want: int = 0
+
+
+class _Ring:
+    """The keys of a fair queue not idle, page by page, in key order from a cursor round to
+    the key before it: each key once."""
+
+    def __init__(self, dialect: Any, conn: Connection, share: FairShare, cursor: Cursor):
+        self._dialect, self._conn, self._share = dialect, conn, share
+        start, taken = cursor
+        #: Where the ring starts: the cursor's key itself when its visit was cut short.
+        self._start = start
+        self._start_in = taken > 0
+        # The next page's bounds: (key, whether it is in) or None; False once round.
+        self._lower: tuple[str, bool] | None = None if start is None else (start, taken > 0)
+        self._wrapped = start is None  # from the first key: no second half to read
+        self.done = False
+
+    def page(self, limit: int) -> list[_Key]:
+        """At most ``limit`` more keys of the ring; ``done`` once none are left."""
+        keys = self._read(limit)
+        if len(keys) < limit and not self._wrapped:
+            self._wrapped, self._lower = True, None
+            keys += self._read(limit - len(keys))
+        if len(keys) < limit:
+            self.done = True
+        if keys:
+            self._lower = (keys[-1].name, False)
+        return keys
+
+    def _read(self, limit: int) -> list[_Key]:
+        upper = None
+        params: dict[str, Any] = {"f_queue": self._share.queue, "limit": limit}
+        if self._lower is not None:
+            params["lower_key"] = self._lower[0]
+        if self._wrapped and self._start is not None:  # the second half ends at the start
+            upper, params["upper_key"] = not self._start_in, self._start
+        lower = None if self._lower is None else self._lower[1]
+        stmt = self._dialect.fair_keys_between(lower, upper)
+        rows = self._conn.execute(stmt, params).all()
+        weight = self._share.default_weight
+        return [_Key(name, w or weight, version) for name, w, version in rows]
 
 
 class FairCapture:
@@ -80,28 +121,38 @@ class FairCapture:
         *,
         worker_id: str,
         lease: float | Leases | None,
+        cursor: Cursor = (None, 0),
     ) -> list[Task]:
         """Capture at most ``room`` tasks of fair queue ``share.queue`` on ``conn``, whose
-        transaction holds the queue's jobq_limits row locked; fair shares between keys."""
+        transaction holds the queue's jobq_limits row locked, read with its ``cursor``;
+        fair shares between keys."""
         if room <= 0:
             return []
         queue = share.queue
         ids = self._expired(conn, queue, room)
-        turns: dict[str, float] = {}
-        after: tuple[float, str] | None = None
-        for _ in range(PAGES):
+        ring = _Ring(self.dialect, conn, share, cursor)
+        stop = cursor
+        empty: list[_Key] = []
+        for n in range(PAGES):
             left = room - len(ids)
             if left <= 0:
                 break
-            page = self._keys(conn, share, left, after)
+            page = ring.page(left)
             if not page:
                 break
-            ids += self._serve(conn, share, page, left, turns)
-            if len(page) < left:
-                break  # no key is left to look at
-            after = (page[-1].turn, page[-1].name)
-        if turns:
-            self._set_turns(conn, queue, turns)
+            # The rows the cursor's key had of a visit cut short, if the ring starts there.
+            taken = cursor[1] if n == 0 and page[0].name == cursor[0] else 0
+            found, stop = self._serve(conn, share, page, left, taken, n == 0 and ring.done, empty)
+            ids += found
+            if ring.done:
+                break
+        for key in empty:
+            self._idle(conn, queue, key)
+        if stop != cursor:
+            conn.execute(
+                self.dialect.set_fair_cursor(),
+                {"f_queue": queue, "cursor": stop[0], "taken": stop[1]},
+            )
         if not ids:
             return []
         params = capture_parameters(len(ids), [queue], worker_id, lease)
@@ -120,76 +171,37 @@ class FairCapture:
         rows = conn.execute(self.dialect.fair_expired(), {"f_queue": queue, "limit": room})
         return [row[0] for row in rows]
 
-    def _keys(
-        self,
-        conn: Connection,
-        share: FairShare,
-        left: int,
-        after: tuple[float, str] | None,
-    ) -> list[_Key]:
-        """The next page of keys of the queue in turn order, at most ``left``."""
-        params: dict[str, Any] = {"f_queue": share.queue, "limit": left}
-        if after is not None:
-            params["after_turn"], params["after_key"] = after
-        rows = conn.execute(self.dialect.fair_keys_in_turn(after is not None), params).all()
-        present: float | None = None
-        keys = []
-        for name, turn, weight, version in rows:
-            joining = turn < 0
-            if joining and present is None:  # read once a page, when a key joins
-                found = conn.execute(self.dialect.present_turn(), {"f_queue": share.queue})
-                present = float(found.scalar() or 0.0)
-            start = float(present if joining and present is not None else turn)
-            weight = weight or share.default_weight
-            keys.append(_Key(name, float(turn), start, weight, version, joining))
-        return keys
-
     def _serve(
         self,
         conn: Connection,
         share: FairShare,
         page: list[_Key],
         left: int,
-        turns: dict[str, float],
-    ) -> list[int]:
-        """Of ``page``'s keys, the ids of the (at most ``left``) rows with the lowest tags,
-        locked; each served key's next turn into ``turns``; keys with nothing idled."""
+        taken: int,
+        every_key: bool,
+        empty: list[_Key],
+    ) -> tuple[list[int], Cursor]:
+        """Visit ``page``'s keys in order, its first key owing ``taken`` rows of its visit
+        already; round after round while ``every_key`` (the page is the whole ring). The
+        ids taken (at most ``left``), locked, and where the visits stopped; keys that had
+        nothing go to ``empty``."""
         caps = self._caps(conn, share, page, left)
-        full = len(page) >= left
-        last = max(key.start for key in page)
-        for key in page:
-            want = caps.get(key.name, left)
-            if full:  # rows whose tags cannot be among the lowest ``left`` are not read
-                want = min(want, int((last - key.start) * key.weight) + 1)
-            key.want = max(want, 0)
-        asked = [key for key in page if key.want > 0]
-        if not asked:
-            return []
-        found = self.dialect.fair_rows(
-            conn, [key.name for key in asked], [key.want for key in asked], share.queue
-        )
-        rows: dict[int, list[int]] = {}
-        for position, id in found:
-            rows.setdefault(position, []).append(id)
-        # The lowest tags, start + r/weight, merged across keys; ties by start, then name.
-        heap = [(key.start, key.start, key.name, i, 0) for i, key in enumerate(asked) if i in rows]
-        heapq.heapify(heap)
-        taken: dict[int, int] = {}
-        ids: list[int] = []
-        while heap and len(ids) < left:
-            _tag, start, name, i, r = heapq.heappop(heap)
-            ids.append(rows[i][r])
-            taken[i] = r + 1
-            if r + 1 < len(rows[i]):
-                key = asked[i]
-                heapq.heappush(heap, (start + (r + 1) / key.weight, start, name, i, r + 1))
-        for i, key in enumerate(asked):
-            count = taken.get(i, 0)
-            if count:
-                turns[key.name] = key.start + count / key.weight
-            elif i not in rows:
-                self._idle(conn, share.queue, key)
-        return ids
+        quotas = [key.weight for key in page]
+        quotas[0] = max(quotas[0] - taken, 0)
+        wants = []
+        for key, quota in zip(page, quotas, strict=True):
+            room = caps.get(key.name, left)
+            wants.append(max(min(room, left if every_key else quota), 0))
+        asked = [i for i, want in enumerate(wants) if want > 0]
+        rows: dict[int, list[int]] = {i: [] for i in asked}
+        if asked:
+            found = self.dialect.fair_rows(
+                conn, [page[i].name for i in asked], [wants[i] for i in asked], share.queue
+            )
+            for position, id in found:
+                rows[asked[position]].append(id)
+        empty += [page[i] for i in asked if not rows[i]]
+        return _deal(page, rows, quotas, left)
 
     def _caps(
         self,
@@ -211,12 +223,36 @@ class FairCapture:
 
     def _idle(self, conn: Connection, queue: str, key: _Key) -> None:
         """Idle ``key``, which had nothing to capture, if nothing of it waits or runs and no
-        enqueue of it came since its row was read; a joining key that stays takes the
-        present turn, so that it does not stay at the head of the turns."""
+        enqueue of it came since its row was read."""
         params = {"f_queue": queue, "f_key": key.name, "f_version": key.version}
-        idled = conn.execute(self.dialect.idle_fair_key(), params).rowcount
-        if not idled and key.joining:
-            self._set_turns(conn, queue, {key.name: key.start})
+        conn.execute(self.dialect.idle_fair_key(), params)
 
-    def _set_turns(self, conn: Connection, queue: str, turns: dict[str, float]) -> None:
-        self.dialect.set_fair_turns(conn, queue, turns)
+
+def _deal(
+    page: Sequence[_Key], rows: dict[int, list[int]], quotas: list[int], left: int
+) -> tuple[list[int], Cursor]:
+    """Rows of ``page``'s keys visit by visit, key after key, a visit taking up to the key's
+    weight (the first round: up to ``quotas``), while rows are left and fewer than ``left``
+    are taken; and where the visits stopped: the last key visited and the rows a visit had
+    when ``left`` cut it short (else 0)."""
+    ids: list[int] = []
+    next_row = dict.fromkeys(rows, 0)
+    stop: Cursor = (page[-1].name, 0)
+    first_round = True
+    while len(ids) < left:
+        before = len(ids)
+        for i, key in enumerate(page):
+            quota = quotas[i] if first_round else key.weight
+            have = rows.get(i, [])[next_row.get(i, 0) :]
+            give = min(quota, len(have), left - len(ids))
+            ids += have[:give]
+            if give:
+                next_row[i] += give
+            if len(ids) >= left:
+                cut = give < quota and give < len(have)
+                had = give + (key.weight - quotas[i] if first_round else 0)
+                return ids, (key.name, had if cut else 0)
+        first_round = False
+        if len(ids) == before:
+            break
+    return ids, stop

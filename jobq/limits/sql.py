@@ -370,10 +370,12 @@ class Limits:
         self, conn: Connection, row: Any, room: int, worker_id: str, lease: float | Leases | None
     ) -> list[Task]:
         """Capture at most ``room`` tasks of ``row``'s queue in ``conn``'s transaction, which
-        holds the row locked: by their keys' turns if the queue is fair."""
+        holds the row locked: visiting its keys in turn if the queue is fair."""
         if row.fair:
-            share = share_of(row)
-            return self.fair_capture.take(conn, share, room, worker_id=worker_id, lease=lease)
+            cursor = (row.fair_cursor, row.fair_cursor_taken)
+            return self.fair_capture.take(
+                conn, share_of(row), room, worker_id=worker_id, lease=lease, cursor=cursor
+            )
         return self.store.capturer.take(
             conn, room, [row.queue], worker_id, lease, unlimited_only=False
         )

@@ -1,6 +1,6 @@
-"""Fair queues on every database: captures shared between fair keys by weight (stride
-scheduling in jobq_fair_keys), capped per key, keys idled and woken, and every other
-queue captured as before."""
+"""Fair queues on every database: captures shared between fair keys by weight (deficit
+round robin over jobq_fair_keys, a cursor in jobq_limits), capped per key, keys idled and
+woken, and every other queue captured as before."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 import jobq
 from jobq import Status
 from jobq.db.errors import InvalidOption
-from jobq.dialects.schema import fair_keys, tasks
+from jobq.dialects.schema import fair_keys, limits, tasks
 from jobq.limits import FairShare
 from tests import shared_database
 from tests.dialects.test_limits import capture, finish
@@ -38,12 +38,12 @@ def keys_of(captured: list[jobq.Task]) -> Counter[str | None]:
     return Counter(task.fair_key for task in captured)
 
 
-def key_rows(store: jobq.Store) -> dict[str, tuple[float, bool]]:
-    """Each key of queue q: (turn, idle)."""
+def key_rows(store: jobq.Store) -> dict[str, bool]:
+    """Each key of queue q: whether it is idle."""
     k = fair_keys.c
     with store.engine.connect() as conn:
-        rows = conn.execute(sa.select(k.fair_key, k.turn, k.idle).where(k.queue == "q"))
-        return {key: (turn, idle) for key, turn, idle in rows}
+        rows = conn.execute(sa.select(k.fair_key, k.idle).where(k.queue == "q"))
+        return {key: bool(idle) for key, idle in rows}
 
 
 @pytest.fixture
@@ -190,20 +190,37 @@ def test_weights_share_the_captures_in_proportion(fair: jobq.Store) -> None:
 def test_a_heavy_key_wins_many_rows_of_a_capture_beside_keys_that_win_one(
     fair: jobq.Store,
 ) -> None:
-    """Keys that may win one row and a key that may win twenty, in one capture (MariaDB
-    reads the first by its walk, the second by a statement of its own)."""
+    """Keys whose visit takes one row and a key whose visit takes twenty, in one capture
+    (MariaDB reads the first by its walk, the second by a statement of its own); a visit
+    the full capture cut short is finished by the next one."""
     fair.fair_queues.make_fair("q", weights={"heavy": 20})
     enqueue(fair, "heavy", 100)
     lights = [f"l{i:02}" for i in range(30)]
     for key in lights:
         enqueue(fair, key, 3)
-    # All join at turn 0: one row each, heavy's turn 0.05 after, each light's 1.
-    assert keys_of(capture(fair, 31, "q")) == Counter({key: 1 for key in ["heavy", *lights]})
-    # Heavy's tags 0.05 ... 1.0 (20 rows; the tie at 1.0 goes to the earlier start), then
-    # the lights at 1.0 by name.
+    # Key order: heavy's visit (20 rows), then one row each of the lights until 31.
     assert keys_of(capture(fair, 31, "q")) == Counter(
         {"heavy": 20, **dict.fromkeys(lights[:11], 1)}
     )
+    # The other lights, then 12 rows of heavy's next visit: the capture is full.
+    assert keys_of(capture(fair, 31, "q")) == Counter(
+        {"heavy": 12, **dict.fromkeys(lights[11:], 1)}
+    )
+    # Heavy's visit goes on where it was cut (8 more), then the lights from the first.
+    assert keys_of(capture(fair, 31, "q")) == Counter({"heavy": 8, **dict.fromkeys(lights[:23], 1)})
+
+
+def test_a_round_starts_after_the_last_key_visited(fair: jobq.Store) -> None:
+    """Captures of one row each go round the keys in key order, whatever each key's
+    backlog, and a key that joins is visited when the round reaches it."""
+    enqueue(fair, "b", 5)
+    enqueue(fair, "d", 5)
+    order = [capture(fair, 1, "q")[0].fair_key for _ in range(3)]
+    assert order == ["b", "d", "b"]
+    enqueue(fair, "a", 5)
+    enqueue(fair, "c", 5)
+    order = [capture(fair, 1, "q")[0].fair_key for _ in range(5)]
+    assert order == ["c", "d", "a", "b", "c"]
 
 
 def test_within_a_key_rows_go_by_priority_then_due_time(fair: jobq.Store) -> None:
@@ -264,11 +281,11 @@ def test_a_drained_key_is_idled_and_rejoins_without_credit(fair: jobq.Store) -> 
     enqueue(fair, "b", 2)
     finish(fair, capture(fair, 4, "q"))  # a twice, b twice: b has nothing left
     finish(fair, capture(fair, 4, "q"))  # only a has work; b is found empty and idled
-    assert key_rows(fair)["b"][1] is True
+    assert key_rows(fair)["b"] is True
     for _ in range(5):
-        finish(fair, capture(fair, 10, "q"))  # a's turn moves far ahead
+        finish(fair, capture(fair, 10, "q"))  # a alone, round after round
     enqueue(fair, "b", 10)
-    assert key_rows(fair)["b"] == (-1.0, False)  # woken: it rejoins
+    assert key_rows(fair)["b"] is False  # woken: it rejoins
     assert keys_of(capture(fair, 4, "q")) == {"a": 2, "b": 2}  # no credit for its absence
 
 
@@ -276,7 +293,7 @@ def test_a_retry_keeps_its_key_awake(fair: jobq.Store) -> None:
     (task,) = (fair.get(i) for i in enqueue(fair, "a", 1))
     (run,) = capture(fair, 1, "q")
     assert capture(fair, 1, "q") == []  # nothing waits, but a run: the key stays awake
-    assert key_rows(fair)["a"][1] is False
+    assert key_rows(fair)["a"] is False
     assert fair.set_status(run.id, run.attempt, Status.FAILED, retry_delay=0)
     (again,) = capture(fair, 1, "q")
     assert (again.id, again.attempt) == (task.id, 2)
@@ -345,47 +362,48 @@ def test_a_row_locked_elsewhere_waits_for_its_lock_to_end(fair: jobq.Store) -> N
     assert [task.id for task in capture(fair, 2, "q")] == [first]
 
 
-def test_a_captures_turns_are_written_by_primary_key(fair: jobq.Store) -> None:
-    """Each served key's row is found by its primary key, not by a scan of the queue's keys
-    (on SQLite a join with the turns was planned, without statistics, as a scan of every
-    key for each turn: 355 ms at 10,000 keys)."""
-    k = fair_keys.c
+def test_a_capture_writes_one_row_whatever_the_keys_it_serves(fair: jobq.Store) -> None:
+    """A capture serving 100 keys writes the rows it takes and the queue's cursor: no key's
+    row; and it reads its keys along an index, from the cursor, not by a scan of the
+    queue's keys."""
     dialect = fair.engine.dialect.name
     # PostgreSQL's planner rightly scans a table of a few thousand keys: make it 20,000.
     names = [f"key{i:05}" for i in range(20_000 if dialect == "postgresql" else 5_000)]
     with fair.engine.begin() as conn:
-        conn.execute(
-            sa.insert(fair_keys), [{"queue": "q", "fair_key": n, "turn": 0} for n in names]
-        )
+        conn.execute(sa.insert(fair_keys), [{"queue": "q", "fair_key": n} for n in names])
+    enqueue(fair, None, 1)  # any row: the keys without rows are idled as they are visited
+    for name in names[1_000:1_100]:
+        enqueue(fair, name, 1)
     if dialect == "postgresql":  # its plans go by statistics: as autovacuum keeps them
         with fair.engine.begin() as conn:
             conn.exec_driver_sql("ANALYZE jobq_fair_keys")
+    with fair.engine.begin() as conn:  # the last capture stopped before key 1,000
+        conn.execute(sa.update(limits).where(limits.c.queue == "q").values(fair_cursor=names[999]))
     sent: list[tuple[str, Any]] = []
 
     def record(conn: Any, cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-        if statement.startswith("UPDATE jobq_fair_keys"):
-            sent.append((statement, parameters))
+        sent.append((statement, parameters))
 
     sa.event.listen(fair.engine, "before_cursor_execute", record)
     try:
-        with fair.engine.begin() as conn:
-            fair.dialect.set_fair_turns(conn, "q", {n: 1.5 for n in names[:5_000:50]})
+        got = capture(fair, 100, "q")
     finally:
         sa.event.remove(fair.engine, "before_cursor_execute", record)
-    ((statement, parameters),) = sent
+    assert sorted(task.fair_key or "" for task in got) == names[1_000:1_100]
+    writes = [s.split(" SET")[0] for s, _ in sent if s.lstrip().upper().startswith("UPDATE")]
+    assert sorted(writes) == ["UPDATE jobq_limits", "UPDATE jobq_tasks"], writes
+    ((statement, parameters),) = [(s, p) for s, p in sent if "FROM jobq_fair_keys" in s]
     with fair.engine.connect() as conn:
         explain = "EXPLAIN QUERY PLAN " if dialect == "sqlite" else "EXPLAIN "
         plan = " ".join(str(row) for row in conn.exec_driver_sql(explain + statement, parameters))
-        turns = dict(conn.execute(sa.select(k.fair_key, k.turn).where(k.queue == "q")).all())
-    assert sum(turn == 1.5 for turn in turns.values()) == 100
-    assert all(turns[n] == 1.5 for n in names[:5_000:50])
+        cursor = conn.execute(sa.select(limits.c.fair_cursor).where(limits.c.queue == "q"))
+        assert cursor.scalar() == names[1_099]
     if dialect == "sqlite":
-        assert "SEARCH jobq_fair_keys" in plan and "fair_key=?" in plan, plan
-        assert "SCAN" not in plan, plan  # nor the turns read again for each key
+        assert "SEARCH jobq_fair_keys USING" in plan and "fair_key>?" in plan, plan
     elif dialect == "postgresql":
-        assert "Index Scan using jobq_fair_keys_pkey" in plan and "fair_key" in plan, plan
+        assert "Index" in plan and "jobq_fair_keys_awake" in plan, plan
     else:
-        assert "'PRIMARY'" in plan and "'range'" in plan, plan
+        assert "'range'" in plan, plan
 
 
 # --- why a row waits ----------------------------------------------------------------------

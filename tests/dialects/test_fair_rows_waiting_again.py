@@ -1,6 +1,6 @@
 """Rows of a fair queue that come to wait without an enqueue of their own: a workflow's
 nodes (written with their keys, woken as they are released) and an operator's retry.
-Each is captured by its key's turn at once, not after the upkeep's settle; on every
+Each is captured when its key's turn comes, not after the upkeep's settle; on every
 database."""
 
 from __future__ import annotations
@@ -51,10 +51,10 @@ def idle(app: jobq.App, customer: str, t: SimpleNamespace) -> None:
     (task,) = capture(app)
     end(app, task)
     assert capture(app) == []
-    assert key_rows_of(app)[customer][1] is True
+    assert key_rows_of(app)[customer] is True
 
 
-def key_rows_of(app: jobq.App) -> dict[str, tuple[float, bool]]:
+def key_rows_of(app: jobq.App) -> dict[str, bool]:
     return key_rows(app.store)
 
 
@@ -95,7 +95,7 @@ def test_an_operators_retry_wakes_its_key(app: jobq.App, t: SimpleNamespace) -> 
     (task,) = capture(app)
     end(app, task, Status.FAILED)  # no retries left: the key has nothing more
     assert capture(app) == []
-    assert key_rows_of(app)["c"][1] is True
+    assert key_rows_of(app)["c"] is True
     assert app.store.retry(task.id)
     assert [again.id for again in capture(app)] == [task.id]
 

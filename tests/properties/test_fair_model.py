@@ -2,12 +2,13 @@
 several workers, in random order with enqueues and ends, checked step by step against a
 reference model of the design (jobq/limits/fair_capture.py's docstring) written here.
 
-The model keeps each key's turn (stride scheduling: a key (re)joins at the queue's present
-turn; each row taken moves it on by 1/weight; a capture takes the rows of the lowest tags,
-turn + r/weight), whether it is idle, and each row's state; it predicts exactly which rows
-each capture takes and every key's turn after it. So, after every step: no row is lost or
-captured twice, no fence is given twice, no key runs more than its cap, and each key's
-share is the one its weight gives, to the last row.
+The model keeps the queue's cursor (deficit round robin: captures visit the keys that are
+not idle in key order, round and round from where the last one stopped, each visit taking
+up to the key's weight in rows, a visit cut short by a full capture finished by the next),
+whether each key is idle, and each row's state; it predicts exactly which rows each capture
+takes and where it stops. So, after every step: no row is lost or captured twice, no fence
+is given twice, no key runs more than its cap, and each key's share is the one its weight
+gives, to the last row.
 
 Rows wait in capture order by their run_at, which the database's clock writes: the model
 asks the database for that order (a read), never for which rows a capture takes.
@@ -15,7 +16,6 @@ asks the database for that order (a read), never for which rows a capture takes.
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
@@ -30,7 +30,7 @@ from hypothesis.stateful import (
 
 import jobq
 from jobq import Status
-from jobq.dialects.schema import fair_keys, tasks
+from jobq.dialects.schema import fair_keys, limits, tasks
 from jobq.limits import fair_capture
 from tests.properties.test_state_machine import SETTINGS, clear
 
@@ -62,15 +62,12 @@ class Row:
 
 
 @dataclass
-class Key:
-    turn: float = -1.0
-    idle: bool = False
-
-
-@dataclass
 class Model:
     rows: dict[int, Row] = field(default_factory=dict)
-    keys: dict[str, Key] = field(default_factory=dict)
+    #: Each key of the queue: whether it is idle.
+    idle: dict[str, bool] = field(default_factory=dict)
+    #: Where the last capture stopped: the last key visited, the rows of a visit cut short.
+    cursor: tuple[str | None, int] = (None, 0)
 
     def weight(self, key: str) -> int:
         return WEIGHTS.get(key, 1)
@@ -78,9 +75,15 @@ class Model:
     def running(self, key: str) -> int:
         return sum(1 for r in self.rows.values() if r.key == key and r.status is Status.IN_PROGRESS)
 
-    def present(self) -> float:
-        turns = [key.turn for key in self.keys.values() if not key.idle and key.turn >= 0]
-        return min(turns) if turns else 0.0
+    def ring(self) -> list[str]:
+        """The keys not idle in the order captures visit them from the cursor."""
+        awake = sorted(name for name, idle in self.idle.items() if not idle)
+        start, taken = self.cursor
+        if start is None:
+            return awake
+        if taken > 0:  # the cursor's key first: its visit goes on
+            return [n for n in awake if n >= start] + [n for n in awake if n < start]
+        return [n for n in awake if n > start] + [n for n in awake if n <= start]
 
 
 class FairMachine(RuleBasedStateMachine):
@@ -93,11 +96,12 @@ class FairMachine(RuleBasedStateMachine):
         clear(self.store)
         with self.store.engine.begin() as conn:
             conn.execute(sa.delete(fair_keys))
+            conn.execute(sa.delete(limits))  # and the cursor of the example before
         self.store.fair_queues.make_fair(QUEUE, weights=WEIGHTS, max_running_per_key=CAP)
         self.model = Model()
         # make_fair wrote the weighed keys' rows, idle until an enqueue wakes them.
         for key in WEIGHTS:
-            self.model.keys[key] = Key(idle=True)
+            self.model.idle[key] = True
         self.held: dict[str, list[tuple[int, int]]] = {w: [] for w in WORKERS}
         self.given: set[tuple[int, int]] = set()
 
@@ -109,13 +113,11 @@ class FairMachine(RuleBasedStateMachine):
         name = key if key is not None else ""
         for task_id in ids:
             self.model.rows[task_id] = Row(name, priority)
-        known = self.model.keys.get(name)
-        if known is None or known.idle:
-            self.model.keys[name] = Key()
+        self.model.idle[name] = False
 
     @rule(worker=st.sampled_from(WORKERS), limit=st.integers(1, 5))
     def capture(self, worker: str, limit: int) -> None:
-        expected, turns = self._expected(limit)
+        expected, cursor = self._expected(limit)
         got = self.store.capture(limit, queues=QUEUE, worker_id=worker)
         assert sorted(task.id for task in got) == sorted(expected)
         for task in got:
@@ -127,8 +129,7 @@ class FairMachine(RuleBasedStateMachine):
                 row.retries_left -= 1
             row.status, row.attempt, row.owner = Status.IN_PROGRESS, task.attempt, worker
             self.held[worker].append(task.fence)
-        for name, turn in turns.items():
-            self.model.keys[name].turn = turn
+        self.model.cursor = cursor
 
     @precondition(lambda self: any(self.held.values()))
     @rule(data=st.data(), status=st.sampled_from([Status.DONE, Status.FAILED]))
@@ -148,8 +149,13 @@ class FairMachine(RuleBasedStateMachine):
             rows = conn.execute(
                 sa.select(c.id, c.fair_key, c.status, c.attempt, c.retries_left, c.locked_by)
             ).all()
-            keys = conn.execute(sa.select(k.fair_key, k.turn, k.idle).where(k.queue == QUEUE))
-            found_keys = {name: Key(turn, bool(idle)) for name, turn, idle in keys}
+            keys = conn.execute(sa.select(k.fair_key, k.idle).where(k.queue == QUEUE))
+            found_keys = {name: bool(idle) for name, idle in keys}
+            cursor = conn.execute(
+                sa.select(limits.c.fair_cursor, limits.c.fair_cursor_taken).where(
+                    limits.c.queue == QUEUE
+                )
+            ).one()
         found = {
             row.id: (row.fair_key, Status(row.status), row.attempt, row.retries_left, row.locked_by)
             for row in rows
@@ -158,81 +164,87 @@ class FairMachine(RuleBasedStateMachine):
         assert found == {
             i: (r.key, r.status, r.attempt, r.retries_left, r.owner) for i, r in model.items()
         }
-        assert found_keys == self.model.keys
-        for name in self.model.keys:
+        assert found_keys == self.model.idle
+        assert tuple(cursor) == self.model.cursor
+        for name in self.model.idle:
             assert self.model.running(name) <= CAP
 
     # --- the model's capture --------------------------------------------------------
 
-    def _expected(self, limit: int) -> tuple[list[int], dict[str, float]]:
-        """The ids a capture of ``limit`` takes and the turns it writes, as designed."""
+    def _expected(self, limit: int) -> tuple[list[int], tuple[str | None, int]]:
+        """The ids a capture of ``limit`` takes and where it stops, as designed; the keys it
+        finds with nothing waiting or running idled."""
         model = self.model
         order = self._capture_order()
+        ring = model.ring()
+        start, taken = model.cursor
         ids: list[int] = []
-        turns: dict[str, float] = {}
-        after: tuple[float, str] | None = None
-        for _ in range(fair_capture.PAGES):
+        stop = model.cursor
+        empty: list[str] = []
+        seen = 0
+        for n in range(fair_capture.PAGES):
             left = limit - len(ids)
             if left <= 0:
                 break
-            awake = sorted((key.turn, name) for name, key in model.keys.items() if not key.idle)
-            page = [entry for entry in awake if after is None or entry > after][:left]
+            page = ring[seen : seen + left]
+            seen += len(page)
             if not page:
                 break
-            present = model.present()
-            starts = {name: (present if turn < 0 else turn) for turn, name in page}
-            ids += self._serve(page, starts, left, order, turns)
-            if len(page) < left:
+            done = len(page) < left  # the page holds the rest of the ring
+            owed = taken if n == 0 and page[0] == start else 0
+            got, stop = self._serve(page, left, owed, n == 0 and done, order, empty)
+            ids += got
+            if done:
                 break
-            after = page[-1]
-        return ids, turns
+        for name in empty:
+            has_work = any(
+                r.key == name and (r.waiting or r.status is Status.IN_PROGRESS)
+                for r in model.rows.values()
+            )
+            if not has_work:
+                model.idle[name] = True
+        return ids, stop
 
     def _serve(
         self,
-        page: list[tuple[float, str]],
-        starts: dict[str, float],
+        page: list[str],
         left: int,
+        owed: int,
+        every_key: bool,
         order: list[int],
-        turns: dict[str, float],
-    ) -> list[int]:
+        empty: list[str],
+    ) -> tuple[list[int], tuple[str | None, int]]:
+        """One page's visits: round 0 gives each key up to its weight (the first key less
+        ``owed``); more rounds only when the page is the whole ring."""
         model = self.model
-        full = len(page) >= left
-        last = max(starts.values())
-        asked = []
-        for _, name in page:
-            want = min(left, CAP - model.running(name))
-            if full:
-                want = min(want, int((last - starts[name]) * model.weight(name)) + 1)
+        quota = {name: model.weight(name) for name in page}
+        quota[page[0]] = max(quota[page[0]] - owed, 0)
+        rows: dict[str, list[int]] = {}
+        for name in page:
+            room = min(left, CAP - model.running(name))
+            want = min(room, left if every_key else quota[name])
             if want > 0:
-                asked.append((name, want))
-        rows = {
-            name: [i for i in order if model.rows[i].key == name and model.rows[i].waiting][:want]
-            for name, want in asked
-        }
-        heap = [(starts[name], starts[name], name, 0) for name, _ in asked if rows[name]]
-        heapq.heapify(heap)
-        taken: dict[str, int] = {}
+                waiting = [i for i in order if model.rows[i].key == name and model.rows[i].waiting]
+                rows[name] = waiting[:want]
+                if not rows[name]:
+                    empty.append(name)
         ids: list[int] = []
-        while heap and len(ids) < left:
-            _, start, name, r = heapq.heappop(heap)
-            ids.append(rows[name][r])
-            taken[name] = r + 1
-            if r + 1 < len(rows[name]):
-                heapq.heappush(heap, (start + (r + 1) / model.weight(name), start, name, r + 1))
-        for name, _ in asked:
-            if taken.get(name):
-                turns[name] = starts[name] + taken[name] / model.weight(name)
-            elif not rows[name]:
-                key = model.keys[name]
-                has_work = any(
-                    r.key == name and (r.waiting or r.status is Status.IN_PROGRESS)
-                    for r in model.rows.values()
-                )
-                if not has_work:
-                    key.idle = True
-                elif key.turn < 0:
-                    key.turn = starts[name]
-        return ids
+        round_ = 0
+        while True:
+            before = len(ids)
+            for name in page:
+                visit = quota[name] if round_ == 0 else model.weight(name)
+                have = rows.get(name, [])
+                give = min(visit, len(have), left - len(ids))
+                ids += have[:give]
+                rows[name] = have[give:]
+                if len(ids) == left:
+                    cut_short = give < visit and give < len(have)
+                    had = give + (owed if round_ == 0 and name == page[0] else 0)
+                    return ids, (name, had if cut_short else 0)
+            round_ += 1
+            if len(ids) == before or not every_key:
+                return ids, (page[-1], 0)
 
     def _capture_order(self) -> list[int]:
         """Every row of the queue in capture order (priority, then run_at, then id), as the

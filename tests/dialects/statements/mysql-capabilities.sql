@@ -1,5 +1,5 @@
 -- capture a limited queue
-SELECT jobq_limits.queue, jobq_limits.concurrency, jobq_limits.rate_count, jobq_limits.rate_period, jobq_limits.generation, jobq_limits.updated_at, jobq_limits.paused, jobq_limits.fair, jobq_limits.default_weight, jobq_limits.max_running_per_key 
+SELECT jobq_limits.queue, jobq_limits.concurrency, jobq_limits.rate_count, jobq_limits.rate_period, jobq_limits.generation, jobq_limits.updated_at, jobq_limits.paused, jobq_limits.fair, jobq_limits.default_weight, jobq_limits.max_running_per_key, jobq_limits.fair_cursor, jobq_limits.fair_cursor_taken 
 FROM jobq_limits 
 WHERE jobq_limits.queue = %(queue_1)s FOR UPDATE;
 SELECT count(*) AS count_1 
