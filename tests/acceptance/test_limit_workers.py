@@ -155,10 +155,13 @@ def assert_each_ran_once(store: jobq.Store, ids: Sequence[int], recorded: list[d
 def test_concurrency_limit_holds_across_four_workers(
     store: jobq.Store, workers: LimitedWorkers
 ) -> None:
-    """Limit 3, 60 tasks of 0.2 s, 4 workers of 8 slots: never more than 3 at once, and 3
-    at times (so a broken limit would show), and every task runs once."""
+    """Limit 3, 60 tasks of 0.2 s, 4 workers of 2 slots: never more than 3 at once, and 3
+    at times (so a broken limit would show), and every task runs once. Two slots a worker:
+    3 at once takes two workers, so the limit is shared (with 8 slots one worker could
+    hold all 3, and on a loaded machine it did: the worker whose run ends captures again
+    before the others' next poll)."""
     store.set_limit("limited", concurrency=3)
-    started = [workers.start("--concurrency", "8") for _ in range(4)]
+    started = [workers.start("--concurrency", "2") for _ in range(4)]
     try:
         # All four first: on a loaded machine the first to start drained the 4 s of work
         # alone before the others were up.
