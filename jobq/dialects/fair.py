@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 
 from jobq.db.prepared import Prepared
 from jobq.db.tasks import Status
+from jobq.dialects.fair_deal import Dealt, FairPage, deal_order
 from jobq.dialects.leases import lease_of
 from jobq.dialects.schema import (
     FAIR_INDEX,
@@ -236,6 +237,53 @@ class FairStatements:
             params,
         ).all()
         return [(row[0], row[1]) for row in found]
+
+    def capture_page(
+        self,
+        conn: Connection,
+        queue: str,
+        page: FairPage,
+        named_leases: int | None,
+        params: dict[str, Any],
+    ) -> Dealt:
+        """Capture the rows ``page`` deals (jobq.dialects.fair_deal), at most ``page.left``
+        of them, in the transaction that holds ``queue``'s row locked. Parameters of the
+        capture as capture_ids takes them. The portable way: each key's rows read by
+        fair_rows (as many as the rounds that fill the capture take, then more of the keys
+        that may have them if a key ran short), dealt here, captured by id."""
+        wants = page.wants(bounded=True)
+        rows = self._page_rows(conn, queue, page, dict(enumerate(wants)))
+        order = deal_order(page, rows)
+        more = {
+            i: room
+            for i, (want, room) in enumerate(zip(wants, page.rooms, strict=True))
+            if len(rows[i]) == want < room
+        }
+        if page.every_key and len(order) < page.left and more:
+            rows.update(self._page_rows(conn, queue, page, more))
+            order = deal_order(page, rows)
+        taken = order[: page.left]
+        if not taken:
+            return Dealt(empty=[i for i, want in enumerate(wants) if want > 0])
+        return Dealt(
+            self.capture_ids(conn, [id for _, _, id in taken], named_leases, params),
+            [(position, round_) for round_, position, _ in taken],
+            len(order) > page.left and order[page.left][:2] == taken[-1][:2],
+            [i for i, want in enumerate(wants) if want > 0 and not rows[i]],
+        )
+
+    def _page_rows(
+        self, conn: Connection, queue: str, page: FairPage, wants: dict[int, int]
+    ) -> dict[int, list[int]]:
+        """The next rows of ``page``'s keys by position, at most ``wants[position]``, in
+        capture order, locked."""
+        asked = [i for i, want in wants.items() if want > 0]
+        rows: dict[int, list[int]] = {i: [] for i in wants}
+        if asked:
+            names, counts = [page.keys[i] for i in asked], [wants[i] for i in asked]
+            for position, id in self.fair_rows(conn, names, counts, queue):
+                rows[asked[position]].append(id)
+        return rows
 
     def run_prepared(
         self, conn: Connection, key: Any, build: Any, params: dict[str, Any]

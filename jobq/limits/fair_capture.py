@@ -18,11 +18,12 @@ of one fair queue take turns, so a key's cap and the cursor are exact), and read
 3. their runs, where keys are capped;
 4. each key's next rows along jobq_tasks_fair, no more than its visit may take;
 
-then takes the rows visit by visit, captures them by id and writes the cursor: one row
-(the queue's) whatever the number of keys served. When the page holds every key with work
-(fewer than the rows wanted), the capture goes round again, as many rounds as the rows
-wanted take. A key found with nothing waiting or running is idled (skipped until an
-enqueue wakes it). Its cost grows with the keys served, not with the rows waiting.
+then deals the rows visit by visit (jobq.dialects.fair_deal), captures them by id and
+writes the cursor: one row (the queue's) whatever the number of keys served. When the page
+holds every key with work (fewer than the rows wanted), the capture goes round again, as
+many rounds as the rows wanted take. A key found with nothing waiting or running is idled
+(skipped until an enqueue wakes it). Its cost grows with the keys served, not with the
+rows waiting.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from sqlalchemy.engine import Connection
 
 from jobq.core.capture_options import capture_parameters, capture_shape
 from jobq.db.tasks import Leases, Task
+from jobq.dialects.fair_deal import Dealt, FairPage
 from jobq.limits import FairShare
 
 if TYPE_CHECKING:
@@ -129,12 +131,17 @@ class FairCapture:
         if room <= 0:
             return []
         queue = share.queue
-        ids = self._expired(conn, queue, room)
+        params = capture_parameters(room, [queue], worker_id, lease)
+        named = capture_shape([queue], lease)[1]
+        rows: list[Sequence[Any]] = []
+        expired = self._expired(conn, queue, room)
+        if expired:
+            rows += self.dialect.capture_ids(conn, expired, named, params)
         ring = _Ring(self.dialect, conn, share, cursor)
         stop = cursor
         empty: list[_Key] = []
         for n in range(PAGES):
-            left = room - len(ids)
+            left = room - len(rows)
             if left <= 0:
                 break
             page = ring.page(left)
@@ -142,8 +149,13 @@ class FairCapture:
                 break
             # The rows the cursor's key had of a visit cut short, if the ring starts there.
             taken = cursor[1] if n == 0 and page[0].name == cursor[0] else 0
-            found, stop = self._serve(conn, share, page, left, taken, n == 0 and ring.done, empty)
-            ids += found
+            dealt = self.dialect.capture_page(
+                conn, queue, self._page(conn, share, page, left, taken, n == 0 and ring.done),
+                named, params,
+            )  # fmt: skip
+            rows += dealt.rows
+            empty += [page[i] for i in dealt.empty]
+            stop = _stop(page, dealt, left, taken)
             if ring.done:
                 break
         for key in empty:
@@ -153,11 +165,7 @@ class FairCapture:
                 self.dialect.set_fair_cursor(),
                 {"f_queue": queue, "cursor": stop[0], "taken": stop[1]},
             )
-        if not ids:
-            return []
-        params = capture_parameters(len(ids), [queue], worker_id, lease)
-        named = capture_shape([queue], lease)[1]
-        return self.store.capturer.captured(self.dialect.capture_ids(conn, ids, named, params))
+        return self.store.capturer.captured(rows)
 
     def _expired(self, conn: Connection, queue: str, room: int) -> list[int]:
         """The ids of the queue's runs whose lease expired, locked, at most ``room``; looked
@@ -171,7 +179,7 @@ class FairCapture:
         rows = conn.execute(self.dialect.fair_expired(), {"f_queue": queue, "limit": room})
         return [row[0] for row in rows]
 
-    def _serve(
+    def _page(
         self,
         conn: Connection,
         share: FairShare,
@@ -179,29 +187,20 @@ class FairCapture:
         left: int,
         taken: int,
         every_key: bool,
-        empty: list[_Key],
-    ) -> tuple[list[int], Cursor]:
-        """Visit ``page``'s keys in order, its first key owing ``taken`` rows of its visit
-        already; round after round while ``every_key`` (the page is the whole ring). The
-        ids taken (at most ``left``), locked, and where the visits stopped; keys that had
-        nothing go to ``empty``."""
+    ) -> FairPage:
+        """``page``'s keys to deal, its first key owing ``taken`` rows of its visit already;
+        round after round if ``every_key`` (the page is the whole ring)."""
         caps = self._caps(conn, share, page, left)
         quotas = [key.weight for key in page]
         quotas[0] = max(quotas[0] - taken, 0)
-        wants = []
-        for key, quota in zip(page, quotas, strict=True):
-            room = caps.get(key.name, left)
-            wants.append(max(min(room, left if every_key else quota), 0))
-        asked = [i for i, want in enumerate(wants) if want > 0]
-        rows: dict[int, list[int]] = {i: [] for i in asked}
-        if asked:
-            found = self.dialect.fair_rows(
-                conn, [page[i].name for i in asked], [wants[i] for i in asked], share.queue
-            )
-            for position, id in found:
-                rows[asked[position]].append(id)
-        empty += [page[i] for i in asked if not rows[i]]
-        return _deal(page, rows, quotas, left)
+        return FairPage(
+            [key.name for key in page],
+            quotas,
+            [key.weight for key in page],
+            [caps.get(key.name, left) for key in page],
+            left,
+            every_key,
+        )
 
     def _caps(
         self,
@@ -228,31 +227,15 @@ class FairCapture:
         conn.execute(self.dialect.idle_fair_key(), params)
 
 
-def _deal(
-    page: Sequence[_Key], rows: dict[int, list[int]], quotas: list[int], left: int
-) -> tuple[list[int], Cursor]:
-    """Rows of ``page``'s keys visit by visit, key after key, a visit taking up to the key's
-    weight (the first round: up to ``quotas``), while rows are left and fewer than ``left``
-    are taken; and where the visits stopped: the last key visited and the rows a visit had
-    when ``left`` cut it short (else 0)."""
-    ids: list[int] = []
-    next_row = dict.fromkeys(rows, 0)
-    stop: Cursor = (page[-1].name, 0)
-    first_round = True
-    while len(ids) < left:
-        before = len(ids)
-        for i, key in enumerate(page):
-            quota = quotas[i] if first_round else key.weight
-            have = rows.get(i, [])[next_row.get(i, 0) :]
-            give = min(quota, len(have), left - len(ids))
-            ids += have[:give]
-            if give:
-                next_row[i] += give
-            if len(ids) >= left:
-                cut = give < quota and give < len(have)
-                had = give + (key.weight - quotas[i] if first_round else 0)
-                return ids, (key.name, had if cut else 0)
-        first_round = False
-        if len(ids) == before:
-            break
-    return ids, stop
+def _stop(page: Sequence[_Key], dealt: Dealt, left: int, taken: int) -> Cursor:
+    """Where the visits of ``page`` stopped: its last key if the capture is not full, else
+    the key of the last row dealt, with the rows of its visit if the next row in deal order
+    was its own in the same round (the visit cut short: the next capture finishes it),
+    ``taken`` of them before this capture if that was the first key's first visit."""
+    if len(dealt.dealt) < left:
+        return (page[-1].name, 0)
+    last = dealt.dealt[-1]
+    if not dealt.cut:
+        return (page[last[0]].name, 0)
+    had = dealt.dealt.count(last) + (taken if last == (0, 0) else 0)
+    return (page[last[0]].name, had)

@@ -1,0 +1,74 @@
+"""How a capture deals a page of a fair queue's keys (deficit round robin; see
+jobq.limits.fair_capture): the page, the order its keys' rows are dealt in, and what the
+capture of a page tells the caller. Pure: the statements are in jobq.dialects.fair.
+
+A page is the keys a capture visits, in visit order. The first visit of each key takes up
+to its quota (its weight; the first key's less what it took of a visit a full capture cut
+short), each later visit up to its weight; never more than the key's room (its cap less
+its runs). So the n-th row of a key (n = 0, 1, ...) is dealt in round 0 if n < quota, else
+in round 1 + (n - quota) // weight, and the rows go by round, then position, then n. Later
+rounds are dealt only when the page holds every key with work (``every_key``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class FairPage:
+    """A page of keys as a capture deals it (see the module's docstring)."""
+
+    keys: list[str]
+    quotas: list[int]
+    weights: list[int]
+    rooms: list[int]
+    #: The rows the capture still wants.
+    left: int
+    #: The page holds every key with work: the capture goes round more than once.
+    every_key: bool
+
+    def wants(self, *, bounded: bool) -> list[int]:
+        """The rows to read of each key: its first visit's, or with ``every_key`` as many as
+        the page could deal (``bounded``: as many as the rounds that fill the capture take
+        if every key has rows for them), never more than its room."""
+        if not self.every_key:
+            reads = self.quotas
+        elif bounded:
+            rounds = 1 - (-max(self.left - sum(self.quotas), 0) // sum(self.weights))
+            reads = [q + (rounds - 1) * w for q, w in zip(self.quotas, self.weights, strict=True)]
+        else:
+            reads = [self.left] * len(self.keys)
+        return [max(min(n, room), 0) for n, room in zip(reads, self.rooms, strict=True)]
+
+    def round_of(self, position: int, n: int) -> int:
+        """The round the ``n``-th row of the key at ``position`` is dealt in."""
+        quota = self.quotas[position]
+        return 0 if n < quota else 1 + (n - quota) // self.weights[position]
+
+
+@dataclass
+class Dealt:
+    """What the capture of a page took: the rows (every column, as the driver gives them),
+    the (position, round) of each, in the order dealt, whether the next row in that order
+    was the last key's in the same round (its visit cut short by the full capture), and
+    the positions of the keys asked for rows that had none."""
+
+    rows: Sequence[Sequence[Any]] = ()
+    dealt: list[tuple[int, int]] = field(default_factory=list)
+    cut: bool = False
+    empty: list[int] = field(default_factory=list)
+
+
+def deal_order(page: FairPage, rows: Mapping[int, Sequence[int]]) -> list[tuple[int, int, int]]:
+    """Every row read, ``rows`` (the ids of each position's key in capture order), as
+    (round, position, id), in the order a capture deals them."""
+    order = [
+        (page.round_of(position, n), position, n, id)
+        for position, ids in rows.items()
+        for n, id in enumerate(ids)
+    ]
+    order.sort()
+    return [(round_, position, id) for round_, position, _n, id in order]
