@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 
 from jobq.db.prepared import Prepared
 from jobq.db.tasks import Status
-from jobq.dialects.fair_deal import Dealt, FairPage, deal_order
+from jobq.dialects.fair_deal import Dealt, FairKey, FairPage, deal_order
 from jobq.dialects.leases import lease_of
 from jobq.dialects.schema import (
     FAIR_INDEX,
@@ -118,6 +118,15 @@ class FairStatements:
             return stmt.order_by(k.fair_key).limit(_param("limit", sa.Integer))
 
         return self.memo(("fair keys between", lower, upper), build)
+
+    def read_fair_keys(
+        self, conn: Connection, lower: bool | None, upper: bool | None, params: dict[str, Any]
+    ) -> list[FairKey]:
+        """The keys fair_keys_between(lower, upper) reads with ``params`` (and
+        ``default_weight``, the weight of a key without one of its own)."""
+        rows = conn.execute(self.fair_keys_between(lower, upper), params).all()
+        weight = params["default_weight"]
+        return [FairKey(name, w or weight, version) for name, w, version in rows]
 
     def set_fair_cursor(self) -> sa.Update:
         """Where the last capture of fair queue ``f_queue`` stopped: key ``cursor``, and
@@ -252,7 +261,12 @@ class FairStatements:
         fair_rows (as many as the rounds that fill the capture take, then more of the keys
         that may have them if a key ran short), dealt here, captured by id."""
         wants = page.wants(bounded=True)
-        rows = self._page_rows(conn, queue, page, dict(enumerate(wants)))
+        rows: dict[int, list[int]] = {}
+        for i, want in enumerate(wants):
+            if (known := page.known_rows(i, want)) is not None:
+                rows[i] = known
+        missing = {i: want for i, want in enumerate(wants) if i not in rows}
+        rows.update(self._page_rows(conn, queue, page, missing))
         order = deal_order(page, rows)
         more = {
             i: room

@@ -11,6 +11,7 @@ from sqlalchemy.engine import Connection
 
 from jobq.db.prepared import Prepared
 from jobq.dialects.fair import FairStatements
+from jobq.dialects.fair_deal import FairKey
 from jobq.dialects.schema import tasks
 
 c = tasks.c
@@ -22,6 +23,42 @@ class LateralFairRows(FairStatements):
     portable UNION ALL would be a statement per number of keys). capture_ids with the ids as
     one array: psycopg parses a statement of more than 50 parameters anew at each run
     (an IN list of 128 cost 0.4 ms a capture), one of a few it keeps parsed."""
+
+    def read_fair_keys(
+        self, conn: Connection, lower: bool | None, upper: bool | None, params: dict[str, Any]
+    ) -> list[FairKey]:
+        """The keys with their first rows, up to each key's weight (the rows of its first
+        visit), read LATERAL and locked in the same statement: the rows statement after it
+        is then needed only for keys whose visits take more."""
+
+        def build() -> sa.Select[Any]:
+            page = self.fair_keys_between(lower, upper).subquery("page")
+            weight = sa.func.coalesce(
+                page.c.weight, sa.bindparam("default_weight", type_=sa.Integer)
+            )
+            first = (
+                sa.select(c.id, c.priority, c.run_at)
+                .where(self.capturable_of_key(page.c.fair_key))
+                .order_by(c.priority.desc(), c.run_at, c.id)
+                .limit(weight)
+                .with_for_update(skip_locked=True)
+                .lateral("first_rows")
+            )
+            return (
+                sa.select(weight, page.c.fair_key, page.c.version, first.c.id)
+                .select_from(page.outerjoin(first, sa.true()))
+                .order_by(page.c.fair_key, first.c.priority.desc(), first.c.run_at, first.c.id)
+            )
+
+        keys: list[FairKey] = []
+        key = ("fair keys with rows", lower, upper)
+        found: Sequence[Sequence[Any]] = self.run_prepared(conn, key, build, params).all()
+        for weight, name, version, id in found:
+            if not keys or keys[-1].name != name:
+                keys.append(FairKey(name, weight, version, []))
+            if id is not None:
+                keys[-1].first_rows.append(id)  # type: ignore[union-attr]
+        return keys
 
     def capture_ids(
         self,

@@ -31,14 +31,13 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
 
 from jobq.core.capture_options import capture_parameters, capture_shape
 from jobq.db.tasks import Leases, Task
-from jobq.dialects.fair_deal import Dealt, FairPage
+from jobq.dialects.fair_deal import Dealt, FairKey, FairPage
 from jobq.limits import FairShare
 
 if TYPE_CHECKING:
@@ -56,15 +55,6 @@ PAGES = 4
 Cursor = tuple[str | None, int]
 
 
-@dataclass
-class _Key:
-    """A key as a capture sees it: its name, weight (its visit's rows) and version."""
-
-    name: str
-    weight: int
-    version: int
-
-
 class _Ring:
     """The keys of a fair queue not idle, page by page, in key order from a cursor round to
     the key before it: each key once."""
@@ -80,7 +70,7 @@ class _Ring:
         self._wrapped = start is None  # from the first key: no second half to read
         self.done = False
 
-    def page(self, limit: int) -> list[_Key]:
+    def page(self, limit: int) -> list[FairKey]:
         """At most ``limit`` more keys of the ring; ``done`` once none are left."""
         keys = self._read(limit)
         if len(keys) < limit and not self._wrapped:
@@ -92,7 +82,7 @@ class _Ring:
             self._lower = (keys[-1].name, False)
         return keys
 
-    def _read(self, limit: int) -> list[_Key]:
+    def _read(self, limit: int) -> list[FairKey]:
         upper = None
         params: dict[str, Any] = {"f_queue": self._share.queue, "limit": limit}
         if self._lower is not None:
@@ -100,10 +90,9 @@ class _Ring:
         if self._wrapped and self._start is not None:  # the second half ends at the start
             upper, params["upper_key"] = not self._start_in, self._start
         lower = None if self._lower is None else self._lower[1]
-        stmt = self._dialect.fair_keys_between(lower, upper)
-        rows = self._conn.execute(stmt, params).all()
-        weight = self._share.default_weight
-        return [_Key(name, w or weight, version) for name, w, version in rows]
+        params["default_weight"] = self._share.default_weight
+        keys: list[FairKey] = self._dialect.read_fair_keys(self._conn, lower, upper, params)
+        return keys
 
 
 class FairCapture:
@@ -139,7 +128,7 @@ class FairCapture:
             rows += self.dialect.capture_ids(conn, expired, named, params)
         ring = _Ring(self.dialect, conn, share, cursor)
         stop = cursor
-        empty: list[_Key] = []
+        empty: list[FairKey] = []
         for n in range(PAGES):
             left = room - len(rows)
             if left <= 0:
@@ -183,7 +172,7 @@ class FairCapture:
         self,
         conn: Connection,
         share: FairShare,
-        page: list[_Key],
+        page: list[FairKey],
         left: int,
         taken: int,
         every_key: bool,
@@ -200,13 +189,14 @@ class FairCapture:
             [caps.get(key.name, left) for key in page],
             left,
             every_key,
+            [key.first_rows for key in page],
         )
 
     def _caps(
         self,
         conn: Connection,
         share: FairShare,
-        page: Sequence[_Key],
+        page: Sequence[FairKey],
         left: int,
     ) -> dict[str, int]:
         """How many more runs each key of ``page`` may start: its cap less its runs, those
@@ -220,14 +210,14 @@ class FairCapture:
         running: Counter[str] = Counter(dict(found))
         return {key.name: min(left, cap - running[key.name]) for key in page}
 
-    def _idle(self, conn: Connection, queue: str, key: _Key) -> None:
+    def _idle(self, conn: Connection, queue: str, key: FairKey) -> None:
         """Idle ``key``, which had nothing to capture, if nothing of it waits or runs and no
         enqueue of it came since its row was read."""
         params = {"f_queue": queue, "f_key": key.name, "f_version": key.version}
         conn.execute(self.dialect.idle_fair_key(), params)
 
 
-def _stop(page: Sequence[_Key], dealt: Dealt, left: int, taken: int) -> Cursor:
+def _stop(page: Sequence[FairKey], dealt: Dealt, left: int, taken: int) -> Cursor:
     """Where the visits of ``page`` stopped: its last key if the capture is not full, else
     the key of the last row dealt, with the rows of its visit if the next row in deal order
     was its own in the same round (the visit cut short: the next capture finishes it),
