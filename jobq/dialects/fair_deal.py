@@ -20,13 +20,14 @@ from typing import Any
 @dataclass
 class FairKey:
     """A key as a capture reads it: its name, weight (the rows of its visit), version, and
-    where the dialect read them with the key, its first rows (up to its weight, in capture
-    order, locked; None: not read)."""
+    where the dialect read them with the key, its first rows (up to ``first_limit``, in
+    capture order, locked; None: not read)."""
 
     name: str
     weight: int
     version: int
     first_rows: list[int] | None = None
+    first_limit: int = 0
 
 
 @dataclass(frozen=True)
@@ -41,16 +42,17 @@ class FairPage:
     left: int
     #: The page holds every key with work: the capture goes round more than once.
     every_key: bool
-    #: Each key's first rows, where they were read with the key (FairKey.first_rows).
-    known: list[list[int] | None] = field(default_factory=list)
+    #: Each key's first rows, where they were read with the key, and how many at most were
+    #: read (FairKey.first_rows, first_limit).
+    known: list[tuple[list[int], int] | None] = field(default_factory=list)
 
     def known_rows(self, position: int, want: int) -> list[int] | None:
         """The first ``want`` rows of the key at ``position`` if the rows read with the key
-        hold them (or all it has: fewer than its weight were found), else None."""
-        first = self.known[position] if self.known else None
-        if first is None or (want > len(first) and len(first) >= self.weights[position]):
+        hold them (or all it has: fewer than were asked for were found), else None."""
+        known = self.known[position] if self.known else None
+        if known is None or (want > len(known[0]) and len(known[0]) >= known[1]):
             return None
-        return first[:want]
+        return known[0][:want]
 
     def wants(self, *, bounded: bool) -> list[int]:
         """The rows to read of each key: its first visit's, or with ``every_key`` as many as

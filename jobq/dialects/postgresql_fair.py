@@ -55,7 +55,7 @@ class LateralFairRows(FairStatements):
         found: Sequence[Sequence[Any]] = self.run_prepared(conn, key, build, params).all()
         for weight, name, version, id in found:
             if not keys or keys[-1].name != name:
-                keys.append(FairKey(name, weight, version, []))
+                keys.append(FairKey(name, weight, version, [], weight))
             if id is not None:
                 keys[-1].first_rows.append(id)  # type: ignore[union-attr]
         return keys

@@ -23,6 +23,7 @@ from jobq.dialects.base import (
     Dialect,
 )
 from jobq.dialects.schema import tasks
+from jobq.dialects.sqlite_fair import FirstRowFairKeys
 
 c = tasks.c
 
@@ -142,7 +143,7 @@ def _on_begin(conn: Connection) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-class SQLiteDialect(Dialect):
+class SQLiteDialect(FirstRowFairKeys, Dialect):
     name = "sqlite"
     upsert_insert = staticmethod(sqlite.insert)
 

@@ -189,7 +189,7 @@ class FairCapture:
             [caps.get(key.name, left) for key in page],
             left,
             every_key,
-            [key.first_rows for key in page],
+            [None if key.first_rows is None else (key.first_rows, key.first_limit) for key in page],
         )
 
     def _caps(
