@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 
 from jobq.db.prepared import Prepared
 from jobq.db.tasks import Status
-from jobq.dialects.fair_deal import Dealt, FairKey, FairPage, deal_order
+from jobq.dialects.fair_deal import Dealt, FairKey, FairPage, deal_order, stop_of
 from jobq.dialects.leases import lease_of
 from jobq.dialects.schema import (
     FAIR_INDEX,
@@ -254,12 +254,15 @@ class FairStatements:
         page: FairPage,
         named_leases: int | None,
         params: dict[str, Any],
+        cursor: tuple[str | None, int],
     ) -> Dealt:
         """Capture the rows ``page`` deals (jobq.dialects.fair_deal), at most ``page.left``
-        of them, in the transaction that holds ``queue``'s row locked. Parameters of the
-        capture as capture_ids takes them. The portable way: each key's rows read by
-        fair_rows (as many as the rounds that fill the capture take, then more of the keys
-        that may have them if a key ran short), dealt here, captured by id."""
+        of them, in the transaction that holds ``queue``'s row locked, and write where the
+        visits stopped if it took any and that is not ``cursor`` (the queue's cursor as
+        stored). Parameters of the capture as capture_ids takes them. The portable way:
+        each key's rows read by fair_rows (as many as the rounds that fill the capture
+        take, then more of the keys that may have them if a key ran short), dealt here,
+        captured by id."""
         wants = page.wants(bounded=True)
         rows: dict[int, list[int]] = {}
         for i, want in enumerate(wants):
@@ -277,14 +280,32 @@ class FairStatements:
             rows.update(self._page_rows(conn, queue, page, more))
             order = deal_order(page, rows)
         taken = order[: page.left]
+        dealt = [(position, round_) for round_, position, _ in taken]
+        cut = bool(taken) and len(order) > page.left and order[page.left][:2] == taken[-1][:2]
+        stop = stop_of(page, dealt, cut)
+        empty = [i for i, want in enumerate(wants) if want > 0 and not rows[i]]
         if not taken:
-            return Dealt(empty=[i for i, want in enumerate(wants) if want > 0])
-        return Dealt(
-            self.capture_ids(conn, [id for _, _, id in taken], named_leases, params),
-            [(position, round_) for round_, position, _ in taken],
-            len(order) > page.left and order[page.left][:2] == taken[-1][:2],
-            [i for i, want in enumerate(wants) if want > 0 and not rows[i]],
-        )
+            return Dealt(empty=empty, stop=stop)
+        ids = [id for _, _, id in taken]
+        if stop == cursor:
+            captured = self.capture_ids(conn, ids, named_leases, params)
+        else:
+            captured = self.capture_ids_moving(conn, ids, named_leases, params, queue, stop)
+        return Dealt(captured, dealt, cut, empty, stop)
+
+    def capture_ids_moving(
+        self,
+        conn: Connection,
+        ids: Sequence[int],
+        named_leases: int | None,
+        params: dict[str, Any],
+        queue: str,
+        cursor: tuple[str, int],
+    ) -> Sequence[Sequence[Any]]:
+        """capture_ids, and fair queue ``queue``'s cursor written (set_fair_cursor)."""
+        values = {"f_queue": queue, "cursor": cursor[0], "taken": cursor[1]}
+        conn.execute(self.set_fair_cursor(), values)
+        return self.capture_ids(conn, ids, named_leases, params)
 
     def _page_rows(
         self, conn: Connection, queue: str, page: FairPage, wants: dict[int, int]

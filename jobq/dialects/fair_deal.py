@@ -84,6 +84,23 @@ class Dealt:
     dealt: list[tuple[int, int]] = field(default_factory=list)
     cut: bool = False
     empty: list[int] = field(default_factory=list)
+    #: Where the visits stopped (stop_of); written with the capture if it took rows.
+    stop: tuple[str, int] = ("", 0)
+
+
+def stop_of(page: FairPage, dealt: list[tuple[int, int]], cut: bool) -> tuple[str, int]:
+    """Where the visits of ``page`` stopped, given the (position, round) of the rows dealt:
+    its last key if the capture is not full, else the key of the last row dealt, with the
+    rows of its visit if ``cut`` (the next row in deal order was its own in the same round:
+    the next capture finishes the visit), those its first visit had before this capture
+    counted in."""
+    if len(dealt) < page.left:
+        return (page.keys[-1], 0)
+    last = dealt[-1]
+    if not cut:
+        return (page.keys[last[0]], 0)
+    before = page.weights[0] - page.quotas[0] if last == (0, 0) else 0
+    return (page.keys[last[0]], dealt.count(last) + before)
 
 
 def deal_order(page: FairPage, rows: Mapping[int, Sequence[int]]) -> list[tuple[int, int, int]]:

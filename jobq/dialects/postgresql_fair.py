@@ -67,18 +67,44 @@ class LateralFairRows(FairStatements):
         named_leases: int | None,
         params: dict[str, Any],
     ) -> Sequence[Sequence[Any]]:
-        stmt = self.memo(
-            ("fair capture ids any", named_leases),
-            lambda: Prepared(
+        return self._capture_any(conn, ids, named_leases, params, moving=False)
+
+    def capture_ids_moving(
+        self,
+        conn: Connection,
+        ids: Sequence[int],
+        named_leases: int | None,
+        params: dict[str, Any],
+        queue: str,
+        cursor: tuple[str, int],
+    ) -> Sequence[Sequence[Any]]:
+        """The cursor written by the capture's statement (a data-modifying WITH): one round
+        trip less."""
+        values = {**params, "f_queue": queue, "cursor": cursor[0], "taken": cursor[1]}
+        return self._capture_any(conn, ids, named_leases, values, moving=True)
+
+    def _capture_any(
+        self,
+        conn: Connection,
+        ids: Sequence[int],
+        named_leases: int | None,
+        params: dict[str, Any],
+        moving: bool,
+    ) -> Sequence[Sequence[Any]]:
+        def build() -> Prepared:
+            stmt = (
                 sa.update(tasks)
                 .where(c.id == sa.any_(sa.bindparam("picked", type_=pg.ARRAY(sa.BigInteger))))
                 .values(**self.fair_capture_values(named_leases))
-                .returning(*tasks.c),
-                conn.dialect,
-            ),
-        )
-        values = stmt.parameters({**params, "picked": list(ids)})
-        return conn.exec_driver_sql(stmt.sql, values).fetchall()
+                .returning(*tasks.c)
+            )
+            if moving:
+                stmt = stmt.add_cte(self.set_fair_cursor().cte("moved"))
+            return Prepared(stmt, conn.dialect)
+
+        prepared = self.memo(("fair capture ids any", named_leases, moving), build)
+        values = prepared.parameters({**params, "picked": list(ids)})
+        return conn.exec_driver_sql(prepared.sql, values).fetchall()
 
     def fair_rows(
         self, conn: Connection, keys: Sequence[str], wants: Sequence[int], queue: str

@@ -37,7 +37,7 @@ from sqlalchemy.engine import Connection
 
 from jobq.core.capture_options import capture_parameters, capture_shape
 from jobq.db.tasks import Leases, Task
-from jobq.dialects.fair_deal import Dealt, FairKey, FairPage
+from jobq.dialects.fair_deal import FairKey, FairPage
 from jobq.limits import FairShare
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ class FairCapture:
         if expired:
             rows += self.dialect.capture_ids(conn, expired, named, params)
         ring = _Ring(self.dialect, conn, share, cursor)
-        stop = cursor
+        stop = stored = cursor
         empty: list[FairKey] = []
         for n in range(PAGES):
             left = room - len(rows)
@@ -140,16 +140,18 @@ class FairCapture:
             taken = cursor[1] if n == 0 and page[0].name == cursor[0] else 0
             dealt = self.dialect.capture_page(
                 conn, queue, self._page(conn, share, page, left, taken, n == 0 and ring.done),
-                named, params,
+                named, params, stored,
             )  # fmt: skip
             rows += dealt.rows
             empty += [page[i] for i in dealt.empty]
-            stop = _stop(page, dealt, left, taken)
+            stop = dealt.stop
+            if dealt.rows:  # the capture wrote the cursor where it was not there
+                stored = stop
             if ring.done:
                 break
         for key in empty:
             self._idle(conn, queue, key)
-        if stop != cursor:
+        if stop != stored:
             conn.execute(
                 self.dialect.set_fair_cursor(),
                 {"f_queue": queue, "cursor": stop[0], "taken": stop[1]},
@@ -215,17 +217,3 @@ class FairCapture:
         enqueue of it came since its row was read."""
         params = {"f_queue": queue, "f_key": key.name, "f_version": key.version}
         conn.execute(self.dialect.idle_fair_key(), params)
-
-
-def _stop(page: Sequence[FairKey], dealt: Dealt, left: int, taken: int) -> Cursor:
-    """Where the visits of ``page`` stopped: its last key if the capture is not full, else
-    the key of the last row dealt, with the rows of its visit if the next row in deal order
-    was its own in the same round (the visit cut short: the next capture finishes it),
-    ``taken`` of them before this capture if that was the first key's first visit."""
-    if len(dealt.dealt) < left:
-        return (page[-1].name, 0)
-    last = dealt.dealt[-1]
-    if not dealt.cut:
-        return (page[last[0]].name, 0)
-    had = dealt.dealt.count(last) + (taken if last == (0, 0) else 0)
-    return (page[last[0]].name, had)
