@@ -109,10 +109,9 @@ class FairCapture:
         conn: Connection,
         share: FairShare,
         room: int,
-        *,
+        cursor: Cursor,
         worker_id: str,
         lease: float | Leases | None,
-        cursor: Cursor = (None, 0),
     ) -> list[Task]:
         """Capture at most ``room`` tasks of fair queue ``share.queue`` on ``conn``, whose
         transaction holds the queue's jobq_limits row locked, read with its ``cursor``;

@@ -299,7 +299,7 @@ class Limits:
         """
 
         def capture(conn: Connection) -> list[Task]:
-            row = conn.execute(sa.select(limits).where(lc.queue == queue).with_for_update()).first()
+            row = self._locked_row(conn, queue)
             if row is None or row.paused or not (_limited(row) or row.fair):
                 return []
             if not _limited(row):  # a fair queue without a limit
@@ -333,6 +333,12 @@ class Limits:
 
         return self.db.write(capture, atomic=True)
 
+    def _locked_row(self, conn: Connection, queue: str) -> Any:
+        """``queue``'s jobq_limits row, locked until the transaction ends (None: no row);
+        prepared SQL, for every capture of a limited or fair queue starts with it."""
+        found = self.dialect.run_prepared(conn, "limits row locked", _row_locked, {"queue": queue})
+        return found.first()
+
     def _rate_room(self, conn: Connection, queue: str, rate: Rate, clock: Any) -> int:
         """How many more starts ``rate`` allows now; forgets the starts it no longer counts."""
         window_start = self.dialect.clock_plus(-rate.period)
@@ -351,7 +357,7 @@ class Limits:
 
         For a limiter that enforces the limit elsewhere and has granted ``wanted`` runs.
         Nothing from a paused queue, however recently paused. A fair queue's are captured
-        by their keys' turns, its jobq_limits row locked.
+        key by key, its jobq_limits row locked.
         """
         if queue not in self.fair_shares():
             return self.store.capturer.take(
@@ -359,7 +365,7 @@ class Limits:
             )
 
         def capture(conn: Connection) -> list[Task]:
-            row = conn.execute(sa.select(limits).where(lc.queue == queue).with_for_update()).first()
+            row = self._locked_row(conn, queue)
             if row is None or row.paused:
                 return []
             return self._take(conn, row, wanted, worker_id, lease)
@@ -373,9 +379,7 @@ class Limits:
         holds the row locked: visiting its keys in turn if the queue is fair."""
         if row.fair:
             cursor = (row.fair_cursor, row.fair_cursor_taken)
-            return self.fair_capture.take(
-                conn, share_of(row), room, worker_id=worker_id, lease=lease, cursor=cursor
-            )
+            return self.fair_capture.take(conn, share_of(row), room, cursor, worker_id, lease)
         return self.store.capturer.take(
             conn, room, [row.queue], worker_id, lease, unlimited_only=False
         )
@@ -425,6 +429,10 @@ def _running(now: Any) -> sa.ColumnElement[bool]:
 def _has_limit() -> sa.ColumnElement[bool]:
     """Rows of jobq_limits that limit their queue (a paused queue's may only pause it)."""
     return sa.or_(lc.concurrency.is_not(None), lc.rate_count.is_not(None))
+
+
+def _row_locked() -> sa.Select[Any]:
+    return sa.select(limits).where(lc.queue == sa.bindparam("queue")).with_for_update()
 
 
 def _limited(row: Any) -> bool:

@@ -1,7 +1,7 @@
 -- capture a limited queue
 SELECT jobq_limits.queue, jobq_limits.concurrency, jobq_limits.rate_count, jobq_limits.rate_period, jobq_limits.generation, jobq_limits.updated_at, jobq_limits.paused, jobq_limits.fair, jobq_limits.default_weight, jobq_limits.max_running_per_key, jobq_limits.fair_cursor, jobq_limits.fair_cursor_taken 
 FROM jobq_limits 
-WHERE jobq_limits.queue = %(queue_1)s FOR UPDATE;
+WHERE jobq_limits.queue = %(queue)s FOR UPDATE;
 SELECT count(*) AS count_1 
 FROM jobq_tasks 
 WHERE jobq_tasks.jobq_tasks_lease_expiry_on = 1 AND jobq_tasks.queue_id = %(queue_id_1)s AND jobq_tasks.status = 'in_progress' AND jobq_tasks.locked_until >= utc_timestamp(6);
