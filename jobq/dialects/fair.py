@@ -128,6 +128,11 @@ class FairStatements:
         weight = params["default_weight"]
         return [FairKey(name, w or weight, version) for name, w, version in rows]
 
+    def write_fair_cursor(self, conn: Connection, queue: str, cursor: tuple[str, int]) -> None:
+        """Fair queue ``queue``'s captures stopped at ``cursor`` (set_fair_cursor)."""
+        values = {"f_queue": queue, "cursor": cursor[0], "taken": cursor[1]}
+        conn.execute(self.set_fair_cursor(), values)
+
     def set_fair_cursor(self) -> sa.Update:
         """Where the last capture of fair queue ``f_queue`` stopped: key ``cursor``, and
         ``taken`` rows of a visit it cut short (0: the visit ended)."""
@@ -291,7 +296,7 @@ class FairStatements:
             captured = self.capture_ids(conn, ids, named_leases, params)
         else:
             captured = self.capture_ids_moving(conn, ids, named_leases, params, queue, stop)
-        return Dealt(captured, dealt, cut, empty, stop)
+        return Dealt(captured, empty, stop)
 
     def capture_ids_moving(
         self,
@@ -302,9 +307,8 @@ class FairStatements:
         queue: str,
         cursor: tuple[str, int],
     ) -> Sequence[Sequence[Any]]:
-        """capture_ids, and fair queue ``queue``'s cursor written (set_fair_cursor)."""
-        values = {"f_queue": queue, "cursor": cursor[0], "taken": cursor[1]}
-        conn.execute(self.set_fair_cursor(), values)
+        """capture_ids, and fair queue ``queue``'s cursor written (write_fair_cursor)."""
+        self.write_fair_cursor(conn, queue, cursor)
         return self.capture_ids(conn, ids, named_leases, params)
 
     def _page_rows(

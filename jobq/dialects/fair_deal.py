@@ -76,15 +76,11 @@ class FairPage:
 @dataclass
 class Dealt:
     """What the capture of a page took: the rows (every column, as the driver gives them),
-    the (position, round) of each, in the order dealt, whether the next row in that order
-    was the last key's in the same round (its visit cut short by the full capture), and
-    the positions of the keys asked for rows that had none."""
+    the positions of the keys asked for rows that had none, and where the visits stopped
+    (stop_of; written with the capture if it took rows)."""
 
     rows: Sequence[Sequence[Any]] = ()
-    dealt: list[tuple[int, int]] = field(default_factory=list)
-    cut: bool = False
     empty: list[int] = field(default_factory=list)
-    #: Where the visits stopped (stop_of); written with the capture if it took rows.
     stop: tuple[str, int] = ("", 0)
 
 

@@ -65,8 +65,8 @@ class _Ring:
         #: Where the ring starts: the cursor's key itself when its visit was cut short.
         self._start = start
         self._start_in = taken > 0
-        # The next page's bounds: (key, whether it is in) or None; False once round.
-        self._lower: tuple[str, bool] | None = None if start is None else (start, taken > 0)
+        # The next page's lower bound: (key, whether it is in), or None: from the first key.
+        self._lower: tuple[str, bool] | None = None if start is None else (start, self._start_in)
         self._wrapped = start is None  # from the first key: no second half to read
         self.done = False
 
@@ -150,11 +150,8 @@ class FairCapture:
                 break
         for key in empty:
             self._idle(conn, queue, key)
-        if stop != stored:
-            conn.execute(
-                self.dialect.set_fair_cursor(),
-                {"f_queue": queue, "cursor": stop[0], "taken": stop[1]},
-            )
+        if stop != stored and stop[0] is not None:
+            self.dialect.write_fair_cursor(conn, queue, (stop[0], stop[1]))
         return self.store.capturer.captured(rows)
 
     def _expired(self, conn: Connection, queue: str, room: int) -> list[int]:
